@@ -1,0 +1,124 @@
+"""The job specification a user submits, and the rules a valid task graph obeys.
+
+Pydantic does the field-level checks; :func:`check_graph` the graph rules of SPEC §2.
+Every error names the task or field at fault, because the person reading a 422 has
+only the message to go by.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from common.domain.graph import Graph, GraphError
+
+TYPE_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
+MAX_TASKS = 20_000
+
+
+class Strict(BaseModel):
+    """Base of every spec model: unknown fields are errors, not silently dropped."""
+
+    model_config = ConfigDict(extra="forbid", ser_json_timedelta="float")
+
+
+class TaskSpec(Strict):
+    """One task of a job's graph, as written by the user."""
+
+    name: str = Field(min_length=1, max_length=200)
+    type: str = Field(min_length=1, max_length=100)
+    params: dict[str, Any] = Field(default_factory=dict)
+    secure_params: dict[str, Any] | None = None
+    next: list[str] = Field(default_factory=list)
+    timeout: timedelta | None = None
+    retries: int | None = Field(default=None, ge=0, le=100)
+    retry_backoff: timedelta | None = None
+    confirm: bool = False
+    priority: int | None = Field(default=None, ge=0, le=9)
+
+    @field_validator("type")
+    @classmethod
+    def _type_is_identifier(cls, value: str) -> str:
+        if not TYPE_PATTERN.match(value):
+            raise ValueError(f"task type {value!r} is not an identifier (letters, digits, _ . -)")
+        return value
+
+
+class TaskDefaults(Strict):
+    """Defaults applied to every task that does not set its own."""
+
+    timeout: timedelta = timedelta(hours=12)
+    retries: int = Field(default=0, ge=0, le=100)
+    retry_backoff: timedelta = timedelta(seconds=1)
+
+
+class Schedule(Strict):
+    """When a job runs: empty means once, now; ``at`` a one-off date; ``cron`` repeats."""
+
+    at: datetime | None = None
+    cron: str | None = None
+    timezone: str = "UTC"
+
+    @field_validator("at")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("'at' must carry a UTC offset, e.g. 2027-01-01T10:00:00+01:00")
+        return value
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Schedule:
+        if self.at is not None and self.cron is not None:
+            raise ValueError("a schedule has either 'at' or 'cron', not both")
+        return self
+
+
+class JobSpec(Strict):
+    """A job definition as accepted by ``POST /jobs`` and ``stellwerk submit``."""
+
+    name: str = Field(min_length=1, max_length=200)
+    description: str = ""
+    application: str = ""
+    type: str = ""
+    tenant: str = ""
+    owner: str = ""
+    labels: dict[str, str] = Field(default_factory=dict)
+    priority: int = Field(default=5, ge=0, le=9)
+    params: dict[str, Any] = Field(default_factory=dict)
+    secure_params: dict[str, Any] | None = None
+    storage: dict[str, Any] = Field(default_factory=dict)
+    tasks: list[TaskSpec] = Field(min_length=1, max_length=MAX_TASKS)
+    schedule: Schedule = Field(default_factory=Schedule)
+    canary: bool = False
+    failure_threshold: float = Field(default=0.0, ge=0.0, le=1.0)
+    timeout: timedelta | None = None
+    task_defaults: TaskDefaults = Field(default_factory=TaskDefaults)
+    enabled: bool = True
+    draft: bool = False
+    catchup: Literal["none", "latest", "all"] = "none"
+    catchup_window: timedelta | None = None
+    overlap: Literal["allow", "skip", "buffer_one", "cancel_previous"] = "allow"
+    suspend_at: datetime | None = None
+    suspend_after: timedelta | None = None
+    auto_resume: bool = False
+    late_after: timedelta | None = None
+
+    @model_validator(mode="after")
+    def _graph_is_valid(self) -> JobSpec:
+        check_graph(self.tasks)
+        return self
+
+    def graph(self) -> Graph:
+        """Build the task graph of this spec."""
+        return Graph.build((t.name, t.type, t.next) for t in self.tasks)
+
+
+def check_graph(tasks: list[TaskSpec]) -> None:
+    """Raise ``ValueError`` naming the offending task if the graph breaks a rule."""
+    try:
+        Graph.build((t.name, t.type, t.next) for t in tasks)
+    except GraphError as error:
+        raise ValueError(str(error)) from error
