@@ -1,0 +1,141 @@
+"""Versioned wire messages: pydantic models serialised as JSON, never pickle.
+
+Every message has a unique ``message_id``; consumers are idempotent, so a message
+delivered twice (a relay re-sending after a crash) changes nothing the second time.
+On the wire each is the single argument of a Celery task message, so that any Celery
+or kombu client can publish to Stellwerk's queues.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Literal
+from uuid import UUID, uuid4
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ACTIVATION_QUEUE = "stellwerk.activation"
+RESULTS_QUEUE = "stellwerk.results"
+NOTIFY_QUEUE = "stellwerk.notify"
+JOBS_QUEUE = "stellwerk.jobs"
+TASK_QUEUE_PREFIX = "tasks."
+
+ACTIVATE_TASK = "stellwerk.activate"
+RESULT_TASK = "stellwerk.result"
+NOTIFY_TASK = "stellwerk.notify"
+EXECUTE_TASK = "stellwerk.execute"
+
+
+def task_queue(task_type: str) -> str:
+    """The queue of one task type."""
+    return f"{TASK_QUEUE_PREFIX}{task_type}"
+
+
+def utcnow() -> datetime:
+    """Now, timezone-aware."""
+    return datetime.now(UTC)
+
+
+class Message(BaseModel):
+    """Common envelope fields."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    v: int = 1
+    message_id: UUID = Field(default_factory=uuid4)
+
+
+Signal = Literal["start", "retry_due", "lease_expired", "cancel_grace_over", "run_timeout"]
+
+
+class Activation(Message):
+    """A timer fired for a run: its start, a retry's backoff, a lost lease, ..."""
+
+    run_id: UUID
+    signal: Signal = "start"
+    task: str | None = None
+    attempt: int | None = None
+
+
+class TaskDispatch(Message):
+    """One attempt of one task, sent to ``tasks.<type>``."""
+
+    task_run_id: UUID
+    run_id: UUID
+    job_id: UUID
+    job_name: str
+    tenant: str = ""
+    task: str
+    type: str
+    attempt: int
+    params: dict[str, Any] = Field(default_factory=dict)
+    secure_params: dict[str, Any] = Field(default_factory=dict)
+    job_params: dict[str, Any] = Field(default_factory=dict)
+    job_secure_params: dict[str, Any] = Field(default_factory=dict)
+    storage: dict[str, Any] = Field(default_factory=dict)
+    timeout_s: float = 12 * 3600.0
+    last_success_start: datetime | None = None
+    last_success_finish: datetime | None = None
+
+    @property
+    def idempotency_key(self) -> str:
+        """``<task run id>:<attempt>``, unique per attempt."""
+        return f"{self.task_run_id}:{self.attempt}"
+
+
+class LogLine(BaseModel):
+    """One captured line of a task's output."""
+
+    at: datetime
+    stream: Literal["stdout", "stderr", "log"] = "stdout"
+    line: str
+
+
+ResultKind = Literal["started", "heartbeat", "finished"]
+Outcome = Literal["COMPLETED", "FAILED", "REJECTED", "TIMEOUT"]
+
+
+class TaskResult(Message):
+    """What a worker or connector reports about an attempt."""
+
+    task_run_id: UUID
+    run_id: UUID
+    attempt: int
+    kind: ResultKind
+    outcome: Outcome | None = None
+    output: dict[str, Any] | None = None
+    message: str = ""
+    worker: str = ""
+    at: datetime = Field(default_factory=utcnow)
+    started_at: datetime | None = None
+    logs: list[LogLine] = Field(default_factory=list)
+    storage: dict[str, Any] | None = None
+
+
+class Event(BaseModel):
+    """One state change as subscribers see it (SPEC §4)."""
+
+    event: str
+    at: datetime
+    job_id: UUID
+    job_name: str
+    job_type: str = ""
+    application: str = ""
+    tenant: str = ""
+    run_id: UUID | None = None
+    task: str | None = None
+    task_id: UUID | None = None
+    attempt: int | None = None
+    previous: str | None = None
+    state: str | None = None
+    reason: str = ""
+
+
+class NotifyBatch(Message):
+    """The events of one engine transaction for one run, in order.
+
+    Batching keeps a 10,000-task run from costing 30,000 broker messages; each event
+    still has its own entry and the notify runner fans them out one by one.
+    """
+
+    events: list[Event]

@@ -1,0 +1,26 @@
+"""Database engine and session factories (PostgreSQL through psycopg 3)."""
+
+from __future__ import annotations
+
+from sqlalchemy import Engine, create_engine
+from sqlalchemy.orm import Session, sessionmaker
+
+
+def sqlalchemy_url(url: str) -> str:
+    """Use the psycopg 3 driver whatever PostgreSQL URL form was configured."""
+    for prefix in ("postgresql+psycopg://", "postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix):]
+    raise ValueError(f"not a PostgreSQL URL: {url.rsplit('@', maxsplit=1)[-1]!r}")
+
+
+def make_engine(url: str, pool_size: int = 5) -> Engine:
+    """An engine with pre-ping, so a restarted server does not break a long-lived process."""
+    return create_engine(
+        sqlalchemy_url(url), pool_pre_ping=True, pool_size=pool_size, max_overflow=10
+    )
+
+
+def make_sessions(engine: Engine) -> sessionmaker[Session]:
+    """Sessions that keep loaded objects readable after commit."""
+    return sessionmaker(engine, expire_on_commit=False)

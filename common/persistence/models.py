@@ -1,0 +1,233 @@
+"""The tables: PostgreSQL is the only record of state (SPEC §2–§4).
+
+Typed SQLAlchemy 2 models with a naming convention, so that Alembic's migrations and
+these models can be compared by a test.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Identity,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+    func,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB, UUID
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+Json = dict[str, Any]
+TZ = DateTime(timezone=True)
+
+
+class Base(DeclarativeBase):
+    """Declarative base with the naming convention."""
+
+    metadata = MetaData(naming_convention=NAMING)
+    type_annotation_map = {Json: JSONB, datetime: TZ, uuid.UUID: UUID(as_uuid=True)}
+
+
+class Job(Base):
+    """A job definition; ``spec`` keeps the settings as submitted (no secrets)."""
+
+    __tablename__ = "jobs"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(200))
+    description: Mapped[str] = mapped_column(Text, default="")
+    application: Mapped[str] = mapped_column(String(200), default="", index=True)
+    type: Mapped[str] = mapped_column(String(200), default="", index=True)
+    tenant: Mapped[str] = mapped_column(String(200), default="", index=True)
+    owner: Mapped[str] = mapped_column(String(200), default="")
+    labels: Mapped[Json] = mapped_column(default=dict)
+    priority: Mapped[int] = mapped_column(Integer, default=5)
+    params: Mapped[Json] = mapped_column(default=dict)
+    secure_params: Mapped[str | None] = mapped_column(Text, nullable=True)
+    spec: Mapped[Json] = mapped_column(default=dict)
+    schedule: Mapped[Json] = mapped_column(default=dict)
+    draft: Mapped[bool] = mapped_column(Boolean, default=False)
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    next_fire_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    last_success_start: Mapped[datetime | None] = mapped_column(nullable=True)
+    last_success_finish: Mapped[datetime | None] = mapped_column(nullable=True)
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(server_default=func.now())
+
+    __table_args__ = (
+        Index(
+            "ix_jobs_next_fire_at", "next_fire_at",
+            postgresql_where=text("next_fire_at IS NOT NULL"),
+        ),
+    )
+
+
+class JobStorage(Base):
+    """Free JSON a job keeps between runs (``[saveJobStorage]``, storage callbacks)."""
+
+    __tablename__ = "job_storage"
+
+    job_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True
+    )
+    data: Mapped[Json] = mapped_column(default=dict)
+    updated_at: Mapped[datetime] = mapped_column(server_default=func.now())
+
+
+class Task(Base):
+    """One task of a job's graph."""
+
+    __tablename__ = "tasks"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    position: Mapped[int] = mapped_column(Integer)
+    name: Mapped[str] = mapped_column(String(200))
+    type: Mapped[str] = mapped_column(String(100))
+    params: Mapped[Json] = mapped_column(default=dict)
+    secure_params: Mapped[str | None] = mapped_column(Text, nullable=True)
+    timeout_s: Mapped[float] = mapped_column(Float)
+    retries: Mapped[int] = mapped_column(Integer, default=0)
+    retry_backoff_s: Mapped[float] = mapped_column(Float, default=1.0)
+    confirm: Mapped[bool] = mapped_column(Boolean, default=False)
+    priority: Mapped[int] = mapped_column(Integer, default=5)
+
+    __table_args__ = (UniqueConstraint("job_id", "name"),)
+
+
+class TaskEdge(Base):
+    """``from_task`` names ``to_task`` in its ``next``."""
+
+    __tablename__ = "task_edges"
+
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    from_task: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("tasks.id", ondelete="CASCADE"), primary_key=True
+    )
+    to_task: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("tasks.id", ondelete="CASCADE"), primary_key=True
+    )
+
+
+class Run(Base):
+    """One execution of a job."""
+
+    __tablename__ = "runs"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    number: Mapped[int] = mapped_column(Integer)
+    trigger: Mapped[str] = mapped_column(String(20))
+    state: Mapped[str] = mapped_column(String(20))
+    scheduled_for: Mapped[datetime]
+    activation_sent_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    started_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(server_default=func.now())
+
+    __table_args__ = (
+        UniqueConstraint("job_id", "number"),
+        Index(
+            "ix_runs_due", "scheduled_for",
+            postgresql_where=text("state = 'READY' AND activation_sent_at IS NULL"),
+        ),
+    )
+
+
+class TaskRun(Base):
+    """One task in one run, with its current attempt."""
+
+    __tablename__ = "task_runs"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    run_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    task_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("tasks.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(200))
+    type: Mapped[str] = mapped_column(String(100))
+    state: Mapped[str] = mapped_column(String(20))
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    base: Mapped[int] = mapped_column(Integer, default=0)
+    worker: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    started_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    output: Mapped[Json | None] = mapped_column(nullable=True)
+    message: Mapped[str] = mapped_column(Text, default="")
+    lease_expires_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    retry_at: Mapped[datetime | None] = mapped_column(nullable=True)
+
+    __table_args__ = (
+        UniqueConstraint("run_id", "name"),
+        Index("ix_task_runs_retry_at", "retry_at", postgresql_where=text("retry_at IS NOT NULL")),
+        Index(
+            "ix_task_runs_lease", "lease_expires_at",
+            postgresql_where=text("lease_expires_at IS NOT NULL"),
+        ),
+    )
+
+
+class JournalEntry(Base):
+    """Every state change of a run or task: time, from, to, reason, actor."""
+
+    __tablename__ = "journal"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    run_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("runs.id", ondelete="CASCADE"), index=True
+    )
+    task: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    attempt: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    at: Mapped[datetime]
+    from_state: Mapped[str] = mapped_column(String(20))
+    to_state: Mapped[str] = mapped_column(String(20))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    actor: Mapped[str] = mapped_column(String(200), default="engine")
+
+
+class OutboxMessage(Base):
+    """A message written with the state change that caused it, relayed afterwards."""
+
+    __tablename__ = "outbox"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    queue: Mapped[str] = mapped_column(String(200))
+    task_name: Mapped[str] = mapped_column(String(200))
+    task_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    payload: Mapped[Json]
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+
+
+class TaskLog(Base):
+    """Captured output of a task attempt."""
+
+    __tablename__ = "task_logs"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    task_run_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("task_runs.id", ondelete="CASCADE"), index=True
+    )
+    attempt: Mapped[int] = mapped_column(Integer)
+    at: Mapped[datetime]
+    stream: Mapped[str] = mapped_column(String(10))
+    line: Mapped[str] = mapped_column(Text)
