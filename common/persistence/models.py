@@ -142,6 +142,10 @@ class Run(Base):
     state: Mapped[str] = mapped_column(String(20))
     scheduled_for: Mapped[datetime]
     activation_sent_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    # Bumped by every engine transaction on the run: lets an engine reuse its cached
+    # snapshot when no other engine has touched the run since.
+    version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    cancel_requested_at: Mapped[datetime | None] = mapped_column(nullable=True)
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
     started_at: Mapped[datetime | None] = mapped_column(nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(nullable=True)
@@ -216,6 +220,19 @@ class OutboxMessage(Base):
     task_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
     payload: Mapped[Json]
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+
+
+class ConsumedMessage(Base):
+    """Ids of messages whose effects are committed: a redelivered message is skipped.
+
+    Inserted in the same transaction as the effects, so "seen" and "applied" can never
+    disagree; the beat prunes rows older than a day.
+    """
+
+    __tablename__ = "consumed_messages"
+
+    message_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    at: Mapped[datetime] = mapped_column(server_default=func.now(), index=True)
 
 
 class TaskLog(Base):

@@ -1,0 +1,82 @@
+"""The beat's periodic duties, each a claim of due rows plus outbox messages.
+
+Each duty claims due rows with ``FOR UPDATE SKIP LOCKED`` and marks them in the same
+transaction that writes the activation messages to the outbox, so several beats (HA)
+never fire the same thing twice and a crash never loses a fire. Every query walks a
+partial index on the due time: the cost is O(due), not O(rows).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.orm import Session
+
+from common.messaging.messages import ACTIVATE_TASK, ACTIVATION_QUEUE, Activation, Signal
+from common.messaging.publisher import Outgoing
+from common.persistence.models import ConsumedMessage, Run, TaskRun
+from common.persistence.outbox import enqueue
+
+BATCH = 1000
+
+
+def _activation(run_id: object, signal: Signal, task: str | None = None,
+                attempt: int | None = None) -> Outgoing:
+    message = Activation(run_id=run_id, signal=signal, task=task, attempt=attempt)
+    return Outgoing(ACTIVATION_QUEUE, ACTIVATE_TASK, message.model_dump(mode="json"),
+                    str(message.message_id))
+
+
+def start_due_runs(session: Session, now: datetime) -> list[int]:
+    """Activate READY runs whose scheduled time has come."""
+    due = select(Run.id).where(
+        Run.state == "READY", Run.activation_sent_at.is_(None), Run.scheduled_for <= now
+    ).limit(BATCH).with_for_update(skip_locked=True)
+    ids = list(session.scalars(due))
+    if not ids:
+        return []
+    session.execute(update(Run).where(Run.id.in_(ids)).values(activation_sent_at=now))
+    return enqueue(session, [_activation(run_id, "start") for run_id in ids])
+
+
+def fire_due_retries(session: Session, now: datetime) -> list[int]:
+    """Send the retry of every SOFT_FAILED attempt whose backoff has passed."""
+    due = select(TaskRun.id).where(TaskRun.retry_at <= now).limit(BATCH).with_for_update(
+        skip_locked=True
+    )
+    rows = session.execute(
+        update(TaskRun).where(TaskRun.id.in_(due)).values(retry_at=None)
+        .returning(TaskRun.run_id, TaskRun.name, TaskRun.attempt)
+    ).all()
+    return enqueue(session, [_activation(r.run_id, "retry_due", r.name, r.attempt) for r in rows])
+
+
+def expire_leases(session: Session, now: datetime) -> list[int]:
+    """Report attempts whose worker stopped renewing its lease: presumed dead."""
+    due = select(TaskRun.id).where(TaskRun.lease_expires_at <= now).limit(BATCH).with_for_update(
+        skip_locked=True
+    )
+    rows = session.execute(
+        update(TaskRun).where(TaskRun.id.in_(due)).values(lease_expires_at=None)
+        .returning(TaskRun.run_id, TaskRun.name, TaskRun.attempt)
+    ).all()
+    messages = [_activation(r.run_id, "lease_expired", r.name, r.attempt) for r in rows]
+    return enqueue(session, messages)
+
+
+def next_wakeup(session: Session, now: datetime, interval: timedelta) -> datetime:
+    """The earlier of the next tick and the next due run or retry (a precise timer)."""
+    next_run = session.scalar(
+        select(func.min(Run.scheduled_for)).where(
+            Run.state == "READY", Run.activation_sent_at.is_(None)
+        )
+    )
+    next_retry = session.scalar(select(func.min(TaskRun.retry_at)))
+    candidates = [now + interval, *(t for t in (next_run, next_retry) if t is not None)]
+    return max(now, min(candidates))
+
+
+def prune_consumed(session: Session, now: datetime, keep: timedelta) -> None:
+    """Forget message ids old enough that no redelivery can still come."""
+    session.execute(delete(ConsumedMessage).where(ConsumedMessage.at < now - keep))

@@ -1,0 +1,40 @@
+"""``stellwerk beat``: composition of the timer process."""
+
+from __future__ import annotations
+
+import logging
+import signal
+from types import FrameType
+
+from common.config import Settings
+from common.messaging.celery_app import make_celery
+from common.messaging.messages import utcnow
+from common.messaging.publisher import Publisher
+from common.persistence.db import make_engine, make_sessions
+from common.persistence.outbox import OutboxRelay
+from scheduler.beat.ticker import Ticker
+
+log = logging.getLogger("stellwerk.beat")
+
+
+def build_ticker(settings: Settings) -> Ticker:
+    """Wire the beat's parts from settings."""
+    database_url, redis_url = settings.require_urls()
+    sessions = make_sessions(make_engine(database_url, pool_size=2))
+    relay = OutboxRelay(sessions, Publisher(make_celery(redis_url)))
+    return Ticker(sessions, relay, settings.beat_interval, clock=utcnow)
+
+
+def run_beat(settings: Settings) -> None:
+    """Tick until SIGTERM or SIGINT."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s beat %(levelname)s %(message)s")
+    ticker = build_ticker(settings)
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        ticker.stopping.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    log.info("beat started")
+    ticker.run()
+    log.info("beat stopped")

@@ -1,0 +1,110 @@
+"""Applying a batch of messages in one transaction: the engine's unit of work.
+
+For each batch: record the message ids (a redelivered message is skipped), lock the
+runs touched in id order, feed each message to the pure state machine, and write the
+state changes, journal, logs and outbox rows together. Only after the commit are the
+outbox rows relayed and the messages acknowledged, so a crash at any point either
+re-applies nothing (ids recorded) or re-applies everything (nothing committed).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from common.domain.machine import Refused, advance
+from common.domain.states import RUN_TERMINAL
+from common.messaging.messages import Activation, TaskResult
+from common.persistence.outbox import OutboxRelay
+from scheduler.engine.changes import ChangeSet
+from scheduler.engine.incoming import Incoming, activation_event, result_event
+from scheduler.engine.loading import RunLoader, RunRecord
+from scheduler.engine.writer import claim_messages, read_storage, write
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class BatchOutcome:
+    """What one batch did, for logs, metrics and tests."""
+
+    applied: int
+    duplicates: int
+    outbox_ids: list[int]
+    stops: list[str]
+
+
+class BatchApplier:
+    """Applies message batches; composed once per engine process."""
+
+    def __init__(
+        self, sessions: sessionmaker[Session], loader: RunLoader, relay: OutboxRelay,
+        lease_ttl: timedelta, clock: Callable[[], datetime],
+    ) -> None:
+        self._sessions = sessions
+        self._loader = loader
+        self._relay = relay
+        self._lease_ttl = lease_ttl
+        self._clock = clock
+
+    def apply(self, batch: Sequence[Incoming]) -> BatchOutcome:
+        """Apply, commit, then relay the outbox rows the batch wrote."""
+        records: dict[uuid.UUID, RunRecord] = {}
+        try:
+            with self._sessions.begin() as session:
+                fresh = claim_messages(session, [m.message_id for m in batch])
+                todo = [m for m in batch if m.message_id in fresh]
+                records = self._loader.lock(session, {m.run_id for m in todo})
+                changes = ChangeSet(self._clock(), self._lease_ttl)
+                for message in todo:
+                    self._apply_one(records.get(message.run_id), message, changes)
+                changes.build_dispatches(read_storage(session, changes))
+                outbox_ids = write(session, list(records.values()), changes)
+        except BaseException:
+            for run_id in records:
+                self._loader.forget(run_id)
+            raise
+        self._keep(records.values())
+        self._relay.relay_ids(outbox_ids)
+        return BatchOutcome(len(todo), len(batch) - len(todo), outbox_ids, changes.stops)
+
+    def _apply_one(self, run: RunRecord | None, message: Incoming, changes: ChangeSet) -> None:
+        if run is None:
+            log.info("message %s names unknown run %s", message.message_id, message.run_id)
+            return
+        body = message.body
+        result = body if isinstance(body, TaskResult) else None
+        if isinstance(body, Activation):
+            event = activation_event(body)
+        else:
+            task = run.names_by_id.get(body.task_run_id)
+            if task is None:
+                log.warning("run %s has no task run %s", run.id, body.task_run_id)
+                return
+            state = run.snapshot.tasks[task].state
+            event = result_event(body, task, state)
+            if body.attempt == run.snapshot.tasks[task].attempt:
+                changes.record_result(run, task, body)
+        if event is None:
+            return
+        try:
+            transition = advance(run.snapshot, event, changes.now)
+        except Refused as refused:
+            log.info("run %s: %s refused: %s", run.id, type(event).__name__, refused)
+            return
+        if transition.ignored:
+            log.debug("run %s: %s ignored: %s", run.id, type(event).__name__, transition.ignored)
+        run.snapshot.apply(transition)
+        changes.record(run, transition, result)
+
+    def _keep(self, records: object) -> None:
+        for record in records:  # type: ignore[attr-defined]
+            if record.snapshot.state in RUN_TERMINAL:
+                self._loader.forget(record.id)
+            else:
+                self._loader.remember(record)

@@ -1,0 +1,156 @@
+"""Turning transitions into rows: task-run columns, journal, events, outbox messages.
+
+One :class:`ChangeSet` collects everything a batch decided; :mod:`writer` then writes
+it in a handful of statements inside the batch's transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from common.domain.snapshot import Dispatch, RetryAt, RunChange, Stop, TaskChange, Transition
+from common.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
+from common.messaging.messages import Event, TaskResult
+from common.messaging.publisher import Outgoing
+from scheduler.engine.dispatch import dispatch_message
+from scheduler.engine.loading import RunRecord
+
+T = TaskState
+R = RunState
+RUN_EVENTS = {
+    R.CONFIRM: "run.confirm", R.PAUSED: "run.paused", R.COMPLETED: "run.completed",
+    R.FAILED: "run.failed", R.TIMEOUT: "run.timeout", R.CANCELED: "run.canceled",
+}
+
+
+@dataclass
+class ChangeSet:
+    """Every write a batch of messages causes, merged per row."""
+
+    now: datetime
+    lease_ttl: timedelta
+    tasks: dict[uuid.UUID, dict[str, Any]] = field(default_factory=lambda: defaultdict(dict))
+    runs: dict[uuid.UUID, dict[str, Any]] = field(default_factory=lambda: defaultdict(dict))
+    journal: list[dict[str, Any]] = field(default_factory=list)
+    logs: list[dict[str, Any]] = field(default_factory=list)
+    storage: dict[uuid.UUID, dict[str, Any]] = field(default_factory=dict)
+    events: dict[uuid.UUID, list[Event]] = field(default_factory=lambda: defaultdict(list))
+    dispatches: list[tuple[RunRecord, Dispatch]] = field(default_factory=list)
+    stops: list[str] = field(default_factory=list)
+    messages: list[Outgoing] = field(default_factory=list)
+    successes: dict[uuid.UUID, tuple[datetime, datetime]] = field(default_factory=dict)
+
+    def record(self, run: RunRecord, tr: Transition, result: TaskResult | None) -> None:
+        """Add one applied transition (and the result that caused it, if any)."""
+        for change in tr.task_changes:
+            self._task_change(run, change, result)
+        for run_change in tr.run_changes:
+            self._run_change(run, run_change)
+        for effect in tr.effects:
+            if isinstance(effect, Dispatch):
+                self.dispatches.append((run, effect))
+            elif isinstance(effect, Stop):
+                self.stops.append(f"{run.task_run_ids[effect.task]}:{effect.attempt}")
+            elif isinstance(effect, RetryAt):
+                task_id = run.task_run_ids[effect.task]
+                self.tasks[task_id]["retry_at"] = self.now + effect.delay
+
+    def record_result(self, run: RunRecord, task: str, result: TaskResult) -> None:
+        """Keep a result's log lines, storage and lease renewal, state change or not."""
+        task_id = run.task_run_ids[task]
+        for line in result.logs:
+            self.logs.append({
+                "task_run_id": task_id, "attempt": result.attempt, "at": line.at,
+                "stream": line.stream, "line": line.line,
+            })
+        if result.storage is not None:
+            self.storage[run.job.id] = result.storage
+        if result.kind != "finished" and run.snapshot.tasks[task].state == T.ACTIVE:
+            self.tasks[task_id]["lease_expires_at"] = self.now + self.lease_ttl
+
+    def _task_change(self, run: RunRecord, change: TaskChange, result: TaskResult | None) -> None:
+        task_id = run.task_run_ids[change.task]
+        cols = self.tasks[task_id]
+        cols.update(state=change.new.value, attempt=change.attempt, base=change.base)
+        cols.update(_columns_for(change.new, result, self.now, self.lease_ttl))
+        self.journal.append({
+            "run_id": run.id, "task": change.task, "attempt": change.attempt, "at": self.now,
+            "from_state": change.old.value, "to_state": change.new.value,
+            "reason": change.reason, "actor": "engine",
+        })
+        self.events[run.id].append(self._event(
+            run, f"task.{change.new.lower()}", change.old, change.new, change.reason,
+            task=change.task, task_id=task_id, attempt=change.attempt,
+        ))
+
+    def _run_change(self, run: RunRecord, change: RunChange) -> None:
+        cols = self.runs[run.id]
+        cols["state"] = change.new.value
+        if change.new == R.ACTIVE and run.started_at is None:
+            cols["started_at"] = run.started_at = self.now
+        if change.new in RUN_TERMINAL:
+            cols["finished_at"] = self.now
+        elif change.old in RUN_TERMINAL:
+            cols["finished_at"] = None
+        if change.new == R.COMPLETED and run.started_at is not None:
+            self.successes[run.job.id] = (run.started_at, self.now)
+        self.journal.append({
+            "run_id": run.id, "task": None, "attempt": None, "at": self.now,
+            "from_state": change.old.value, "to_state": change.new.value,
+            "reason": change.reason, "actor": "engine",
+        })
+        for name in _run_event_names(change):
+            self.events[run.id].append(
+                self._event(run, name, change.old, change.new, change.reason)
+            )
+
+    def _event(
+        self, run: RunRecord, name: str, old: TaskState | RunState, new: TaskState | RunState,
+        reason: str, **task: Any,
+    ) -> Event:
+        job = run.job
+        return Event(
+            event=name, at=self.now, job_id=job.id, job_name=job.name, job_type=job.type,
+            application=job.application, tenant=job.tenant, run_id=run.id,
+            previous=old.value, state=new.value, reason=reason, **task,
+        )
+
+    def build_dispatches(self, storage: dict[uuid.UUID, dict[str, Any]]) -> None:
+        """Turn the batch's dispatch effects into outbox messages (storage read once)."""
+        for run, effect in self.dispatches:
+            job_storage = self.storage.get(run.job.id, storage.get(run.job.id, {}))
+            self.messages.append(dispatch_message(run, effect, job_storage))
+
+
+def _columns_for(
+    new: TaskState, result: TaskResult | None, now: datetime, lease_ttl: timedelta
+) -> dict[str, Any]:
+    """Task-run columns that follow from entering ``new``."""
+    if new == T.ACTIVE:
+        started = result.started_at if result and result.started_at else now
+        worker = result.worker if result else None
+        return {"started_at": started, "worker": worker, "lease_expires_at": now + lease_ttl,
+                "finished_at": None}
+    if new in (T.READY, T.WAITING):
+        return {"started_at": None, "finished_at": None, "worker": None, "output": None,
+                "message": "", "lease_expires_at": None, "retry_at": None}
+    cols: dict[str, Any] = {"lease_expires_at": None}
+    if new in TASK_TERMINAL or new in (T.CONFIRM, T.SOFT_FAILED):
+        cols["finished_at"] = now
+    if result is not None and result.kind == "finished":
+        cols["output"] = result.output
+        cols["message"] = result.message
+    return cols
+
+
+def _run_event_names(change: RunChange) -> list[str]:
+    if change.new == R.ACTIVE:
+        return ["run.started" if change.old == R.READY else "run.resumed"]
+    name = RUN_EVENTS.get(change.new)
+    if name is None:
+        return []
+    return [name, "run.done"] if change.new in RUN_TERMINAL else [name]

@@ -1,0 +1,30 @@
+"""Building the message that sends one task attempt to its type's queue."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from common.domain.snapshot import Dispatch
+from common.messaging.messages import EXECUTE_TASK, TaskDispatch, task_queue
+from common.messaging.publisher import Outgoing
+
+if TYPE_CHECKING:
+    from scheduler.engine.loading import RunRecord
+
+
+def dispatch_message(run: RunRecord, effect: Dispatch, storage: dict[str, Any]) -> Outgoing:
+    """The ``stellwerk.execute`` message for ``effect``; its Celery id is the attempt's key."""
+    job = run.job
+    task = job.tasks[effect.task]
+    message = TaskDispatch(
+        task_run_id=run.task_run_ids[effect.task], run_id=run.id, job_id=job.id,
+        job_name=job.name, tenant=job.tenant, task=task.name, type=task.type,
+        attempt=effect.attempt, params=task.params, secure_params=task.secure_params,
+        job_params=job.params, job_secure_params=job.secure_params, storage=storage,
+        timeout_s=task.timeout_s, last_success_start=job.last_success_start,
+        last_success_finish=job.last_success_finish,
+    )
+    return Outgoing(
+        task_queue(task.type), EXECUTE_TASK, message.model_dump(mode="json"),
+        message.idempotency_key,
+    )

@@ -1,0 +1,68 @@
+"""Decoding engine input: Celery task messages on the activation and results queues."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from common.domain import events as ev
+from common.domain.states import TaskState
+from common.messaging.messages import ACTIVATE_TASK, RESULT_TASK, Activation, TaskResult
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Incoming:
+    """One decoded message: an activation or a task result."""
+
+    message_id: uuid.UUID
+    run_id: uuid.UUID
+    body: Activation | TaskResult
+
+
+def decode(task_name: str | None, body: Any) -> Incoming | None:
+    """Decode a Celery protocol-2 JSON body ``[args, kwargs, embed]``; None if unusable."""
+    try:
+        payload = body[0][0]
+        if task_name == ACTIVATE_TASK:
+            model: Activation | TaskResult = Activation.model_validate(payload)
+        elif task_name == RESULT_TASK:
+            model = TaskResult.model_validate(payload)
+        else:
+            log.warning("dropping a message for unknown task %r", task_name)
+            return None
+    except (IndexError, KeyError, TypeError, ValidationError) as error:
+        log.warning("dropping a malformed %s message: %s", task_name, error)
+        return None
+    return Incoming(model.message_id, model.run_id, model)
+
+
+def activation_event(message: Activation) -> ev.Event | None:
+    """The state-machine event an activation stands for."""
+    task, attempt = message.task or "", message.attempt or 0
+    match message.signal:
+        case "start":
+            return ev.StartRun()
+        case "retry_due":
+            return ev.RetryDue(task, attempt)
+        case "lease_expired":
+            return ev.LeaseExpired(task, attempt)
+        case "cancel_grace_over":
+            return ev.CancelGraceOver()
+        case "run_timeout":
+            return ev.RunTimedOut()
+    return None
+
+
+def result_event(message: TaskResult, task: str, state: TaskState) -> ev.Event | None:
+    """The event a worker result stands for; a heartbeat only counts if it was READY."""
+    if message.kind == "finished" and message.outcome is not None:
+        return ev.TaskFinished(task, message.attempt, TaskState(message.outcome))
+    if message.kind == "started" or state in (TaskState.READY, TaskState.PAUSED):
+        return ev.TaskStarted(task, message.attempt)
+    return None

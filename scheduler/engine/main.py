@@ -1,0 +1,59 @@
+"""``stellwerk engine``: composition of the engine process."""
+
+from __future__ import annotations
+
+import logging
+import signal
+from types import FrameType
+
+import redis
+
+from common.config import Settings
+from common.messaging.celery_app import make_celery
+from common.messaging.messages import utcnow
+from common.messaging.publisher import Publisher
+from common.persistence.db import make_engine, make_sessions
+from common.persistence.outbox import OutboxRelay
+from scheduler.engine.batch import BatchApplier, BatchOutcome
+from scheduler.engine.consumer import EngineConsumer
+from scheduler.engine.loading import RunLoader
+from scheduler.engine.stopper import Stopper
+from scheduler.engine.structure import StructureCache
+
+log = logging.getLogger("stellwerk.engine")
+
+
+def build_consumer(settings: Settings) -> EngineConsumer:
+    """Wire the engine's parts from settings."""
+    database_url, redis_url = settings.require_urls()
+    sessions = make_sessions(make_engine(database_url))
+    app = make_celery(redis_url)
+    relay = OutboxRelay(sessions, Publisher(app))
+    relay.relay_pending()  # repair: what a crash left in the outbox goes out first
+    applier = BatchApplier(
+        sessions, RunLoader(StructureCache()), relay, settings.lease_ttl, clock=utcnow
+    )
+    stopper = Stopper(redis.Redis.from_url(redis_url), app)
+
+    def after_batch(outcome: BatchOutcome) -> None:
+        stopper.stop(outcome.stops)
+
+    return EngineConsumer(
+        redis_url, applier, batch_size=settings.engine_batch_size,
+        batch_wait=settings.engine_batch_wait, on_outcome=after_batch,
+    )
+
+
+def run_engine(settings: Settings) -> None:
+    """Consume activations and results until SIGTERM or SIGINT."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s engine %(levelname)s %(message)s")
+    consumer = build_consumer(settings)
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        consumer.stopping.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    log.info("engine started")
+    consumer.run()
+    log.info("engine stopped")
