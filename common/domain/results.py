@@ -26,7 +26,14 @@ def _is_current(draft: Draft, task: str, attempt: int, states: frozenset[TaskSta
 def on_started(draft: Draft, event: ev.TaskStarted) -> None:
     """READY (or just paused) -> ACTIVE: a worker has the attempt."""
     if _is_current(draft, event.task, event.attempt, frozenset({T.READY, T.PAUSED})):
-        draft.move(event.task, T.ACTIVE, "taken by a worker")
+        _take(draft, event.task)
+
+
+def _take(draft: Draft, task: str) -> None:
+    """Move a READY or PAUSED task to ACTIVE; a paused run must wait for it again."""
+    if draft.state(task) == T.PAUSED and draft.run_state == R.PAUSED:
+        draft.move_run(R.PAUSE_REQUESTED, f"paused task {task!r} was already running")
+    draft.move(task, T.ACTIVE, "taken by a worker")
 
 
 def on_finished(draft: Draft, event: ev.TaskFinished) -> None:
@@ -35,7 +42,7 @@ def on_finished(draft: Draft, event: ev.TaskFinished) -> None:
     if not _is_current(draft, task, event.attempt, frozenset({T.READY, T.ACTIVE, T.PAUSED})):
         return
     if draft.state(task) != T.ACTIVE:
-        draft.move(task, T.ACTIVE, "taken by a worker")
+        _take(draft, task)
     if draft.run_state == R.CANCEL_REQUESTED:
         draft.move(task, T.CANCELED, f"stopped after cancel ({event.outcome})")
     elif event.outcome == T.COMPLETED:
@@ -50,7 +57,10 @@ def on_finished(draft: Draft, event: ev.TaskFinished) -> None:
 def on_completed(draft: Draft, task: str) -> None:
     """COMPLETED, or CONFIRM for a canary or a ``confirm: true`` task."""
     info = draft.snap.info[task]
-    canary = draft.snap.canary and draft.count(frozenset({T.COMPLETED}), info.type) == 0
+    canary = (
+        draft.snap.is_canary_type(info.type)
+        and draft.count(frozenset({T.COMPLETED}), info.type) == 0
+    )
     if info.confirm or canary:
         draft.move(task, T.CONFIRM, "canary waits for confirmation" if canary else "confirm")
         return

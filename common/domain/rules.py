@@ -37,9 +37,9 @@ def may_dispatch(draft: Draft, task: str) -> bool:
     """The canary gate and the run's state decide whether an eligible task goes now."""
     if draft.run_state != R.ACTIVE or draft.pending(task) != 0:
         return False
-    if not draft.snap.canary:
-        return True
     type_ = draft.snap.info[task].type
+    if not draft.snap.is_canary_type(type_):
+        return True
     if draft.count(frozenset({T.COMPLETED}), type_) > 0:
         return True
     return draft.count(IN_FLIGHT, type_) == 0
@@ -111,3 +111,15 @@ def settle(draft: Draft) -> None:
         draft.move_run(R.ACTIVE, "confirmed")
         release_waiting(draft)
         settle(draft)
+    elif state == R.ACTIVE and _canary_slot_freed(draft):
+        release_waiting(draft)
+
+
+def _canary_slot_freed(draft: Draft) -> bool:
+    """True when a canary left flight unconfirmed (failed, skipped): the next may go."""
+    if not draft.snap.canary:
+        return False
+    return any(
+        c.old in IN_FLIGHT and c.new not in IN_FLIGHT | {T.COMPLETED}
+        for c in draft.transition.task_changes
+    )

@@ -50,6 +50,7 @@ class RunSnapshot:
     failure_threshold: float = 0.0
     pending: dict[str, int] = field(init=False)
     counts: Counter[tuple[str, TaskState]] = field(init=False)
+    type_sizes: Counter[str] = field(init=False)
 
     def __post_init__(self) -> None:
         """Derive the counters from the task states."""
@@ -58,6 +59,11 @@ class RunSnapshot:
             for name, preds in self.graph.predecessors.items()
         }
         self.counts = Counter((self.info[n].type, t.state) for n, t in self.tasks.items())
+        self.type_sizes = Counter(self.info[n].type for n in self.tasks)
+
+    def is_canary_type(self, type_: str) -> bool:
+        """Canary mode guards types with several tasks; a lone task has nothing to guard."""
+        return self.canary and self.type_sizes[type_] > 1
 
     def count(self, states: frozenset[TaskState] | TaskState, type_: str | None = None) -> int:
         """Number of tasks in ``states`` (optionally of one type)."""

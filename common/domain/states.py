@@ -89,7 +89,10 @@ RUN_TRANSITIONS: dict[RunState, frozenset[RunState]] = {
     R.PAUSE_REQUESTED: frozenset(
         {R.PAUSED, R.ACTIVE, R.CANCEL_REQUESTED, R.COMPLETED, R.FAILED, R.TIMEOUT}
     ),
-    R.PAUSED: frozenset({R.ACTIVE, R.CANCEL_REQUESTED, R.CANCELED, R.TIMEOUT}),
+    # PAUSED -> PAUSE_REQUESTED: a task paused while READY turns out to be running.
+    R.PAUSED: frozenset(
+        {R.ACTIVE, R.PAUSE_REQUESTED, R.CANCEL_REQUESTED, R.CANCELED, R.TIMEOUT, R.FAILED}
+    ),
     R.CANCEL_REQUESTED: frozenset({R.CANCELED}),
     R.COMPLETED: frozenset({R.ACTIVE}),
     R.FAILED: frozenset({R.ACTIVE}),
