@@ -27,14 +27,40 @@ class Settings(BaseSettings):
     token: SecretStr | None = None
     path_prefix: str = ""
     disable_cron: bool = False
-    # How long an ACTIVE attempt may go without a heartbeat before it is presumed lost.
-    lease_ttl: timedelta = timedelta(seconds=15)
-    heartbeat_interval: timedelta = timedelta(seconds=3)
-    cancel_grace: timedelta = timedelta(seconds=30)
+    # Durations carry their unit in the name, so that ``STELLWERK_LEASE_TTL_S=5`` reads
+    # plainly in an environment; code uses the ``timedelta`` properties below.
+    lease_ttl_s: float = 15.0
+    heartbeat_interval_s: float = 3.0
+    cancel_grace_s: float = 30.0
+    beat_interval_s: float = 1.0
     # The engine commits a batch when it holds this many messages or has waited this long.
     engine_batch_size: int = 500
-    engine_batch_wait: timedelta = timedelta(milliseconds=5)
-    beat_interval: timedelta = timedelta(seconds=1)
+    engine_batch_wait_ms: float = 5.0
+
+    @property
+    def lease_ttl(self) -> timedelta:
+        """How long an ACTIVE attempt may go without a heartbeat before it is presumed lost."""
+        return timedelta(seconds=self.lease_ttl_s)
+
+    @property
+    def heartbeat_interval(self) -> timedelta:
+        """How often a worker renews the lease of a running attempt."""
+        return timedelta(seconds=self.heartbeat_interval_s)
+
+    @property
+    def cancel_grace(self) -> timedelta:
+        """How long a canceled ACTIVE task may take to stop before it is CANCELED anyway."""
+        return timedelta(seconds=self.cancel_grace_s)
+
+    @property
+    def beat_interval(self) -> timedelta:
+        """The beat's tick."""
+        return timedelta(seconds=self.beat_interval_s)
+
+    @property
+    def engine_batch_wait(self) -> timedelta:
+        """How long the engine waits for more messages before committing a batch."""
+        return timedelta(milliseconds=self.engine_batch_wait_ms)
 
     def require_urls(self) -> tuple[str, str]:
         """Both server URLs; the caller must have resolved embedded servers first."""
