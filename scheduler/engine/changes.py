@@ -139,9 +139,12 @@ def _columns_for(
         return {"started_at": None, "finished_at": None, "worker": None, "output": None,
                 "message": "", "lease_expires_at": None, "retry_at": None}
     cols: dict[str, Any] = {"lease_expires_at": None}
+    reported = result is not None and result.kind == "finished"
     if new in TASK_TERMINAL or new in (T.CONFIRM, T.SOFT_FAILED):
-        cols["finished_at"] = now
-    if result is not None and result.kind == "finished":
+        # The worker's own finishing time, when it reported one: the engine may apply
+        # the result a little later, and that delay belongs to the successor's wait.
+        cols["finished_at"] = result.at if reported and result is not None else now
+    if reported and result is not None:
         cols["output"] = result.output
         cols["message"] = result.message
     return cols

@@ -1,0 +1,51 @@
+"""Child processes for the benchmarks, stopped together on exit."""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from pathlib import Path
+from types import TracebackType
+
+
+class Processes:
+    """Starts named child processes with their output in a temporary directory."""
+
+    def __init__(self) -> None:
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.logs = Path(tempfile.mkdtemp(prefix="stellwerk-bench-logs-"))
+
+    def start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        out = (self.logs / f"{name}.log").open("ab")
+        self._procs[name] = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """User+system CPU each live child has used so far."""
+        import psutil
+
+        out = {}
+        for name, proc in self._procs.items():
+            times = psutil.Process(proc.pid).cpu_times()
+            out[name] = times.user + times.system
+        return out
+
+    def stop(self, name: str) -> None:
+        proc = self._procs.pop(name)
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+    def __enter__(self) -> Processes:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        for name in list(self._procs):
+            self.stop(name)
+        if kind is not None:
+            print(f"process logs in {self.logs}")  # noqa: T201

@@ -1,0 +1,202 @@
+"""Throughput of Stellwerk against raw Celery, side by side on the same Redis.
+
+One invocation measures, with the same number of worker processes (one, with the same
+pool and concurrency) on the same Redis:
+  (a) raw Celery: N no-op tasks sent with ``apply_async``;
+  (b) a Celery chord of the same fan-out and a join;
+  (c) Stellwerk: one run of an N-task fan-out/fan-in of ``noop`` tasks, every
+      transition persisted in PostgreSQL (journal, outbox, task runs);
+and prints tasks/s of each, the ratios c/a and c/b, and the step latency (predecessor
+finished -> successor started) p50/p99 of a 100-task chain.
+
+    .venv/bin/python bench/throughput.py [--tasks 10000] [--chain 100] [--concurrency 8]
+
+Servers: ``STELLWERK_BENCH_DATABASE_URL`` / ``STELLWERK_BENCH_REDIS_URL`` or embedded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from tempfile import mkdtemp
+from typing import Any
+
+import psycopg
+import redis
+from celery import chord
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.celery_baseline import COUNTER, JOINED, QUEUE, make_app  # noqa: E402
+from bench.processes import Processes  # noqa: E402
+from common.domain.spec import JobSpec  # noqa: E402
+from common.persistence.db import make_engine, make_sessions  # noqa: E402
+from common.persistence.migrate import upgrade  # noqa: E402
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    end = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > end:
+            raise TimeoutError(what)
+        time.sleep(0.01)
+
+
+@contextmanager
+def servers() -> Iterator[tuple[str, str]]:
+    db, rd = os.environ.get("STELLWERK_BENCH_DATABASE_URL"), os.environ.get(
+        "STELLWERK_BENCH_REDIS_URL")
+    with ExitStack() as stack:
+        if not (db and rd):
+            from common.embedded import EmbeddedServers
+
+            emb = stack.enter_context(EmbeddedServers(Path(mkdtemp(prefix="stellwerk-bench-"))))
+            db, rd = db or emb.database_url, rd or emb.redis_url
+        name = f"stellwerk_bench_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(db, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        info = psycopg.conninfo.conninfo_to_dict(db)
+        info["dbname"] = name
+        url = "postgresql://?" + "&".join(f"{k}={v}" for k, v in info.items() if v is not None)
+        upgrade(url)
+        try:
+            yield url, rd
+        finally:
+            with psycopg.connect(db, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def raw_celery(redis_url: str, n: int, concurrency: int, procs: Processes) -> float:
+    app, client = make_app(redis_url), redis.Redis.from_url(redis_url)
+    procs.start("celery", [sys.executable, str(ROOT / "bench/celery_baseline.py"), redis_url,
+                           str(concurrency)])
+    client.delete(COUNTER)
+    app.send_task("bench.noop", queue=QUEUE)
+    wait_for(lambda: client.get(COUNTER) == b"1", 60, "celery worker did not start")
+    client.delete(COUNTER)
+    start = time.perf_counter()
+    with app.producer_or_acquire() as producer:
+        for _ in range(n):
+            app.send_task("bench.noop", queue=QUEUE, producer=producer)
+    wait_for(lambda: int(client.get(COUNTER) or 0) >= n, 600, "raw celery did not finish")
+    return n / (time.perf_counter() - start)
+
+
+def celery_chord(redis_url: str, n: int) -> float:
+    app, client = make_app(redis_url), redis.Redis.from_url(redis_url)
+    client.delete(JOINED)
+    member = app.signature("bench.chord_member", queue=QUEUE)
+    join = app.signature("bench.join", queue=QUEUE)
+    start = time.perf_counter()
+    chord([member.clone() for _ in range(n)], app=app)(join)
+    wait_for(lambda: client.get(JOINED) is not None, 900, "chord did not finish")
+    return (n + 1) / (time.perf_counter() - start)
+
+
+def fan_spec(n: int) -> JobSpec:
+    tasks: list[dict[str, Any]] = [
+        {"name": "start", "type": "noop", "next": [f"t{i}" for i in range(n)]}]
+    tasks += [{"name": f"t{i}", "type": "noop", "next": ["join"]} for i in range(n)]
+    tasks.append({"name": "join", "type": "noop"})
+    return JobSpec.model_validate({"name": f"fan-{n}", "tasks": tasks})
+
+
+def chain_spec(n: int) -> JobSpec:
+    tasks = [{"name": f"c{i:03d}", "type": "noop", "next": [f"c{i + 1:03d}"] if i < n - 1 else []}
+             for i in range(n)]
+    return JobSpec.model_validate({"name": f"chain-{n}", "tasks": tasks})
+
+
+def run_job(database_url: str, spec: JobSpec, timeout_s: float) -> tuple[uuid.UUID, float]:
+    """Create the job (its run starts now) and wait for the run to complete."""
+    from common.messaging.celery_app import make_celery
+    from common.messaging.publisher import Publisher
+    from common.persistence.outbox import OutboxRelay
+    from scheduler.services.jobs import create_job
+
+    sessions = make_sessions(make_engine(database_url))
+    redis_url = os.environ["BENCH_REDIS_URL"]
+    start = time.perf_counter()
+    with sessions.begin() as session:
+        created = create_job(session, spec, datetime.now(UTC))
+    OutboxRelay(sessions, Publisher(make_celery(redis_url))).relay_ids(created.outbox_ids)
+    assert created.run_id is not None
+    with psycopg.connect(database_url) as conn:
+        def done() -> bool:
+            row = conn.execute("select state from runs where id = %s", (created.run_id,))
+            state = row.fetchone()
+            conn.commit()
+            if state and state[0] in ("FAILED", "CANCELED", "TIMEOUT"):
+                raise RuntimeError(f"run ended {state[0]}")
+            return bool(state and state[0] == "COMPLETED")
+
+        wait_for(done, timeout_s, f"run of {spec.name} did not complete")
+    return created.run_id, time.perf_counter() - start
+
+
+def step_latencies(database_url: str, run_id: uuid.UUID) -> list[float]:
+    with psycopg.connect(database_url) as conn:
+        rows = conn.execute(
+            "select started_at, finished_at from task_runs where run_id = %s order by name",
+            (run_id,),
+        ).fetchall()
+    return [(rows[i + 1][0] - rows[i][1]).total_seconds() * 1000 for i in range(len(rows) - 1)]
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def stellwerk(database_url: str, redis_url: str, args: argparse.Namespace,
+              procs: Processes) -> tuple[float, list[float]]:
+    env = {**os.environ, "STELLWERK_DATABASE_URL": database_url,
+           "STELLWERK_REDIS_URL": redis_url, "PYTHONUNBUFFERED": "1"}
+    os.environ["BENCH_REDIS_URL"] = redis_url
+    cli = [sys.executable, "-m", "scheduler.cli.main"]
+    procs.start("engine", [*cli, "engine"], env)
+    procs.start("beat", [*cli, "beat"], env)
+    procs.start("worker", [*cli, "worker", "--types", "noop", "--concurrency",
+                           str(args.concurrency), "--pool", "threads"], env)
+    run_job(database_url, fan_spec(2), 120)  # warm-up: processes ready, caches primed
+    before = procs.cpu_seconds()
+    _, elapsed = run_job(database_url, fan_spec(args.tasks), 1800)
+    after = procs.cpu_seconds()
+    print("CPU seconds during the fan-out run: " + ", ".join(
+        f"{name} {after[name] - before[name]:.1f}" for name in after) + f" (wall {elapsed:.1f})")
+    chain_run, _ = run_job(database_url, chain_spec(args.chain), 600)
+    return (args.tasks + 2) / elapsed, step_latencies(database_url, chain_run)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", type=int, default=10_000)
+    parser.add_argument("--chain", type=int, default=100)
+    parser.add_argument("--concurrency", type=int, default=8)
+    args = parser.parse_args()
+    with servers() as (database_url, redis_url), Processes() as procs:
+        redis.Redis.from_url(redis_url).flushdb()
+        a = raw_celery(redis_url, args.tasks, args.concurrency, procs)
+        b = celery_chord(redis_url, args.tasks)
+        procs.stop("celery")
+        c, steps = stellwerk(database_url, redis_url, args, procs)
+    print(f"tasks: {args.tasks}, one worker process, threads x {args.concurrency}, same Redis")
+    print(f"(a) raw Celery apply_async      {a:9.1f} tasks/s")
+    print(f"(b) Celery chord (fan-out+join) {b:9.1f} tasks/s")
+    print(f"(c) Stellwerk fan-out/fan-in    {c:9.1f} tasks/s (every transition persisted)")
+    print(f"c/a = {c / a:.2f}   c/b = {c / b:.2f}")
+    print(f"step latency, {args.chain}-task chain: p50 {percentile(steps, 0.5):.1f} ms, "
+          f"p99 {percentile(steps, 0.99):.1f} ms (mean {statistics.mean(steps):.1f} ms)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""The FastAPI application factory: ``create_app(settings)``.
+
+Connections are opened in the lifespan and closed after it, so that creating an app
+(in a test, or twice in one process) has no side effect until it is started.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI
+
+from common.config import Settings
+from common.messaging.messages import utcnow
+from scheduler.api.errors import install_error_handlers
+from scheduler.api.resources import Clock, Resources
+from scheduler.api.routes import api_router
+
+API_VERSION_PATH = "/api/v1"
+
+
+def api_base(path_prefix: str) -> str:
+    """``/api/v1`` behind ``STELLWERK_PATH_PREFIX`` (``"/stellwerk/"`` → ``/stellwerk/api/v1``)."""
+    prefix = path_prefix.strip("/")
+    return f"/{prefix}{API_VERSION_PATH}" if prefix else API_VERSION_PATH
+
+
+def create_app(settings: Settings, *, clock: Clock = utcnow) -> FastAPI:
+    """The REST API of SPEC §6 under ``<path_prefix>/api/v1``, OpenAPI at ``.../openapi.json``."""
+    base = api_base(settings.path_prefix)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        resources = Resources.open(settings, clock)
+        app.state.resources = resources
+        try:
+            yield
+        finally:
+            resources.close()
+
+    app = FastAPI(
+        title="Stellwerk", version="1", lifespan=lifespan,
+        openapi_url=f"{base}/openapi.json", docs_url=f"{base}/docs", redoc_url=None,
+    )
+    install_error_handlers(app)
+    app.include_router(api_router(), prefix=base)
+    return app

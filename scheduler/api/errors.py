@@ -1,0 +1,143 @@
+"""Every error the API returns, as ``application/problem+json`` (RFC 9457), mapped here.
+
+Validation errors list each fault with its location, and the ``detail`` line names
+the field or task at fault, because a person reading a 4xx has only the message to go
+by. Input values are never echoed: they may hold secure params.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+
+from scheduler.services.errors import Conflict, InvalidInput, NotFound, ServiceError
+
+PROBLEM_JSON = "application/problem+json"
+_SERVICE_STATUS: dict[type[ServiceError], int] = {NotFound: 404, Conflict: 409, InvalidInput: 422}
+_DETAIL_ERRORS = 5
+
+log = logging.getLogger("stellwerk.api")
+
+
+class ApiError(Exception):
+    """An error decided by the HTTP layer itself (authentication, content type)."""
+
+    status = 400
+    headers: Mapping[str, str] | None = None
+
+
+class Unauthorized(ApiError):
+    """No bearer token, or one that is not valid."""
+
+    status = 401
+    headers = {"WWW-Authenticate": "Bearer"}
+
+
+class UnsupportedMediaType(ApiError):
+    """The request body is not JSON."""
+
+    status = 415
+
+
+def problem(
+    status: int, detail: str, *, errors: list[dict[str, Any]] | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    """A problem+json response."""
+    body: dict[str, Any] = {
+        "type": "about:blank", "title": HTTPStatus(status).phrase, "status": status,
+        "detail": detail,
+    }
+    if errors is not None:
+        body["errors"] = errors
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON, headers=headers)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Register the one mapping from exceptions to problem responses."""
+    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(ServiceError, _service_error)
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(Exception, _unexpected)
+
+
+async def _api_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    return problem(exc.status, str(exc), headers=exc.headers)
+
+
+async def _service_error(request: Request, exc: Exception) -> JSONResponse:
+    if isinstance(exc, InvalidInput):
+        errors = [{"loc": list(exc.loc), "msg": exc.msg, "type": "value_error"}]
+        return problem(422, _line(_where(exc.loc), exc.msg), errors=errors)
+    status = next((s for cls, s in _SERVICE_STATUS.items() if isinstance(exc, cls)), 400)
+    return problem(status, str(exc))
+
+
+async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    raw: Sequence[Any] = exc.errors()
+    malformed = next((e for e in raw if e.get("type") == "json_invalid"), None)
+    if malformed is not None:
+        reason = malformed.get("ctx", {}).get("error", "JSON decode error")
+        return problem(400, f"malformed JSON body: {reason} (at character {malformed['loc'][-1]})")
+    errors = [{"loc": list(e["loc"]), "msg": _message(e), "type": e["type"]} for e in raw]
+    lines = [_line(_where(e["loc"], exc.body), e["msg"]) for e in errors[:_DETAIL_ERRORS]]
+    if len(errors) > _DETAIL_ERRORS:
+        lines.append(f"and {len(errors) - _DETAIL_ERRORS} more")
+    return problem(422, "; ".join(lines), errors=errors)
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    return problem(exc.status_code, str(exc.detail), headers=exc.headers)
+
+
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
+    return problem(500, "internal error; the server log has the details")
+
+
+def _message(error: dict[str, Any]) -> str:
+    """Pydantic's message without its "Value error, " prefix: ours already says enough."""
+    if error.get("type") == "missing" and tuple(error.get("loc", ())) == ("body",):
+        return "a JSON body is required"
+    return str(error.get("msg", "")).removeprefix("Value error, ")
+
+
+def _line(where: str, msg: str) -> str:
+    return f"{where}: {msg}" if where else msg
+
+
+def _where(loc: Sequence[Any], body: Any = None) -> str:
+    """Where a fault is, for people: ``tasks[1].type (task 'b')``, ``path parameter job_id``.
+
+    A fault of the whole body (a graph rule) has no place to name; its message names
+    the task itself.
+    """
+    source, *rest = loc or ["request"]
+    if source in {"path", "query", "header"} and rest:
+        return f"{source} parameter {rest[0]}"
+    if source != "body":
+        return str(source)
+    text = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in rest)
+    return text.lstrip(".") + _task_of(rest, body)
+
+
+def _task_of(rest: Sequence[Any], body: Any) -> str:
+    """`` (task 'name')`` when the fault lies inside a task that has a name."""
+    if len(rest) < 3 or rest[0] != "tasks" or not isinstance(rest[1], int):
+        return ""
+    try:
+        name = body["tasks"][rest[1]]["name"]
+    except (KeyError, IndexError, TypeError):
+        return ""
+    return f" (task {name!r})" if isinstance(name, str) else ""

@@ -1,0 +1,76 @@
+"""``/jobs``: create, list and read jobs; start a run now; list a job's runs."""
+
+from __future__ import annotations
+
+from typing import Annotated
+from uuid import UUID
+
+from fastapi import APIRouter, Depends, Query
+
+from scheduler.api.deps import NowDep, ResourcesDep, SessionDep, require_json
+from scheduler.api.schemas import JobCreate, JobPublic, JobsPublic, RunPublic, RunsPublic
+from scheduler.services.errors import InvalidInput
+from scheduler.services.job_queries import JobFilter, get_job, list_jobs
+from scheduler.services.jobs import create_job
+from scheduler.services.run_queries import get_run, list_runs
+from scheduler.services.runs import create_run
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+
+Limit = Annotated[int, Query(ge=1, le=500, description="Page size.")]
+Cursor = Annotated[str | None, Query(description="`next_cursor` of the previous page.")]
+
+
+def job_filter(
+    job_type: Annotated[str | None, Query(alias="type")] = None,
+    application: str | None = None,
+    tenant: str | None = None,
+    label: Annotated[list[str] | None, Query(description="`key=value`, repeatable.")] = None,
+) -> JobFilter:
+    """The filters of ``GET /jobs``; every given one must match."""
+    labels: dict[str, str] = {}
+    for item in label or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise InvalidInput(("query", "label"), f"expected key=value, got {item!r}")
+        labels[key] = value
+    return JobFilter(job_type, application, tenant, labels)
+
+
+@router.post("", status_code=201, dependencies=[Depends(require_json)])
+def create(spec: JobCreate, session: SessionDep, resources: ResourcesDep, now: NowDep) -> JobPublic:
+    """Create a job; a one-off job gets its run at once (its id is ``run_id``)."""
+    created = create_job(session, spec, now)
+    session.commit()
+    resources.relay_now(created.outbox_ids)
+    return JobPublic.of_detail(get_job(session, created.job_id))
+
+
+@router.get("")
+def list_(
+    session: SessionDep, filters: Annotated[JobFilter, Depends(job_filter)],
+    limit: Limit = 50, cursor: Cursor = None,
+) -> JobsPublic:
+    """Jobs, newest first, one page at a time."""
+    return JobsPublic.of(list_jobs(session, filters, limit, cursor))
+
+
+@router.get("/{job_id}")
+def read(job_id: UUID, session: SessionDep) -> JobPublic:
+    """One job with its tasks and storage."""
+    return JobPublic.of_detail(get_job(session, job_id))
+
+
+@router.post("/{job_id}/runs", status_code=201)
+def run_now(job_id: UUID, session: SessionDep, resources: ResourcesDep, now: NowDep) -> RunPublic:
+    """Start a new run of the job now."""
+    created = create_run(session, job_id, "api", now, now)
+    session.commit()
+    resources.relay_now(created.outbox_ids)
+    return RunPublic.of_detail(get_run(session, created.run.id))
+
+
+@router.get("/{job_id}/runs")
+def runs(job_id: UUID, session: SessionDep, limit: Limit = 50, cursor: Cursor = None) -> RunsPublic:
+    """The job's runs, newest first, one page at a time."""
+    return RunsPublic.of(list_runs(session, job_id, limit, cursor))

@@ -1,0 +1,19 @@
+"""``GET /processors``: task types and the live workers serving them (SPEC §5)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from common.messaging.liveness import live_workers
+from scheduler.api.deps import ResourcesDep, SessionDep
+from scheduler.api.schemas import ProcessorPublic, ProcessorsPublic
+from scheduler.services.processors import processors
+
+router = APIRouter(prefix="/processors", tags=["processors"])
+
+
+@router.get("")
+def read(session: SessionDep, resources: ResourcesDep) -> ProcessorsPublic:
+    """Each type a live worker serves, and each type READY tasks wait for (``served``)."""
+    views = processors(session, live_workers(resources.redis))
+    return ProcessorsPublic(data=[ProcessorPublic.of(view) for view in views])

@@ -1,0 +1,319 @@
+"""Request and response bodies: ``JobCreate`` in, ``JobPublic``, ``RunPublic``... out.
+
+Durations are written as seconds (floats), as ``JobSpec`` writes them. Secure params
+are accepted by ``JobCreate`` and appear in no response.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, Literal
+from uuid import UUID
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from common.domain.spec import JobSpec, Schedule, TaskDefaults
+from common.persistence.models import JournalEntry, TaskLog
+from scheduler.services.job_queries import JobDetail, JobSummary
+from scheduler.services.pages import Page
+from scheduler.services.processors import ProcessorView, worker_types
+from scheduler.services.run_queries import RunDetail, RunSummary
+
+
+class JobCreate(JobSpec):
+    """A job definition, as ``POST /jobs`` accepts it (SPEC §2)."""
+
+
+class Public(BaseModel):
+    """Base of response bodies."""
+
+    model_config = ConfigDict(ser_json_timedelta="float", populate_by_name=True)
+
+
+class TaskPublic(Public):
+    """A task of a job's graph, with its server-side id and effective settings."""
+
+    id: UUID
+    name: str
+    type: str
+    params: dict[str, Any]
+    next: list[str]
+    timeout: timedelta
+    retries: int
+    retry_backoff: timedelta
+    confirm: bool
+    priority: int
+
+
+class JobSummaryPublic(Public):
+    """A job as ``GET /jobs`` lists it: without its graph, params and storage."""
+
+    id: UUID
+    name: str
+    description: str
+    application: str
+    type: str
+    tenant: str
+    owner: str
+    labels: dict[str, str]
+    priority: int
+    schedule: Schedule
+    enabled: bool
+    draft: bool
+    version: int
+    state: str = Field(description="The latest run's state; NEW for a draft, SCHEDULED for "
+                       "a cron job not yet fired.")
+    run_id: UUID | None = Field(description="The first run (the only one of a one-off job).")
+    latest_run_id: UUID | None
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, summary: JobSummary) -> JobSummaryPublic:
+        """From a service summary."""
+        return cls.model_validate(_summary_fields(summary))
+
+
+class JobPublic(JobSummaryPublic):
+    """A job with its graph, settings and storage; never its secure params."""
+
+    params: dict[str, Any]
+    storage: dict[str, Any]
+    tasks: list[TaskPublic]
+    canary: bool = False
+    failure_threshold: float = 0.0
+    timeout: timedelta | None = None
+    task_defaults: TaskDefaults = Field(default_factory=TaskDefaults)
+    catchup: str = "none"
+    catchup_window: timedelta | None = None
+    overlap: str = "allow"
+    suspend_at: datetime | None = None
+    suspend_after: timedelta | None = None
+    auto_resume: bool = False
+    late_after: timedelta | None = None
+
+    @classmethod
+    def of_detail(cls, detail: JobDetail) -> JobPublic:
+        """From a service detail; settings come from the stored spec, identity from columns."""
+        tasks = [
+            TaskPublic(
+                id=v.task.id, name=v.task.name, type=v.task.type, params=v.task.params,
+                next=v.next, timeout=timedelta(seconds=v.task.timeout_s),
+                retries=v.task.retries, retry_backoff=timedelta(seconds=v.task.retry_backoff_s),
+                confirm=v.task.confirm, priority=v.task.priority,
+            )
+            for v in detail.tasks
+        ]
+        fields = {**detail.summary.job.spec, **_summary_fields(detail.summary)}
+        fields.update(params=detail.summary.job.params, storage=detail.storage, tasks=tasks)
+        return cls.model_validate(fields)
+
+
+class JobsPublic(Public):
+    """One page of jobs; pass ``next_cursor`` as ``cursor`` for the next (None: last page)."""
+
+    data: list[JobSummaryPublic]
+    next_cursor: str | None
+
+    @classmethod
+    def of(cls, page: Page[JobSummary]) -> JobsPublic:
+        """From a service page."""
+        return cls(data=[JobSummaryPublic.of(s) for s in page.items], next_cursor=page.next_cursor)
+
+
+class TaskRunPublic(Public):
+    """One task in one run."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    id: UUID
+    name: str
+    type: str
+    state: str
+    attempt: int
+    worker: str | None
+    output: dict[str, Any] | None
+    message: str
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class RunSummaryPublic(Public):
+    """A run without its task list."""
+
+    id: UUID
+    job_id: UUID
+    number: int
+    trigger: str
+    state: str
+    scheduled_for: datetime
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    progress: dict[str, int] = Field(description="Task counts per state.")
+
+    @classmethod
+    def of(cls, summary: RunSummary) -> RunSummaryPublic:
+        """From a service summary."""
+        return cls.model_validate(_run_fields(summary))
+
+
+class RunPublic(RunSummaryPublic):
+    """A run with its tasks, in the job's task order."""
+
+    tasks: list[TaskRunPublic]
+
+    @classmethod
+    def of_detail(cls, detail: RunDetail) -> RunPublic:
+        """From a service detail."""
+        tasks = [TaskRunPublic.model_validate(t) for t in detail.tasks]
+        return cls.model_validate({**_run_fields(detail.summary), "tasks": tasks})
+
+
+class RunsPublic(Public):
+    """One page of a job's runs, newest first."""
+
+    data: list[RunSummaryPublic]
+    next_cursor: str | None
+
+    @classmethod
+    def of(cls, page: Page[RunSummary]) -> RunsPublic:
+        """From a service page."""
+        return cls(data=[RunSummaryPublic.of(s) for s in page.items], next_cursor=page.next_cursor)
+
+
+class JournalEntryPublic(Public):
+    """One recorded state change; ``task`` is None for a change of the run itself."""
+
+    id: int
+    at: datetime
+    task: str | None
+    attempt: int | None
+    from_: str = Field(alias="from")
+    to: str
+    reason: str
+    actor: str
+
+    @classmethod
+    def of(cls, entry: JournalEntry) -> JournalEntryPublic:
+        """From a journal row."""
+        return cls(
+            id=entry.id, at=entry.at, task=entry.task, attempt=entry.attempt,
+            from_=entry.from_state, to=entry.to_state, reason=entry.reason, actor=entry.actor,
+        )
+
+
+class JournalPublic(Public):
+    """A run's journal, oldest first."""
+
+    entries: list[JournalEntryPublic]
+
+
+class LogLinePublic(Public):
+    """One captured line of a task's output."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    at: datetime
+    attempt: int
+    stream: str
+    line: str
+
+
+class LogsPublic(Public):
+    """A task's log lines, oldest first."""
+
+    lines: list[LogLinePublic]
+
+    @classmethod
+    def of(cls, rows: list[TaskLog]) -> LogsPublic:
+        """From log rows."""
+        return cls(lines=[LogLinePublic.model_validate(r) for r in rows])
+
+
+class WorkerPublic(Public):
+    """A live worker, as its liveness record describes it."""
+
+    hostname: str
+    types: list[str]
+    concurrency: int | None = None
+    pid: int | None = None
+    started_at: datetime | None = None
+    seen_at: datetime | None = None
+
+
+class ProcessorPublic(Public):
+    """A task type: the live workers serving it and how many tasks are READY for it."""
+
+    type: str
+    served: bool
+    ready: int
+    workers: list[WorkerPublic]
+
+    @classmethod
+    def of(cls, view: ProcessorView) -> ProcessorPublic:
+        """From a service view; a worker record that does not parse is left out."""
+        workers = [w for w in map(_worker, view.workers) if w is not None]
+        return cls(type=view.type, served=view.served, ready=view.ready, workers=workers)
+
+
+class ProcessorsPublic(Public):
+    """Every task type served now or needed by a READY task."""
+
+    data: list[ProcessorPublic]
+
+
+class ProblemError(Public):
+    """One validation fault: where (as pydantic locates it) and what."""
+
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class Problem(Public):
+    """An error, as ``application/problem+json`` (RFC 9457)."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str
+    errors: list[ProblemError] | None = Field(default=None, description="Only on 422.")
+
+
+class HealthPublic(Public):
+    """Whether the API reaches its database and Redis."""
+
+    status: Literal["ok", "error"]
+    database: str
+    redis: str
+
+
+def _summary_fields(summary: JobSummary) -> dict[str, Any]:
+    job = summary.job
+    return {
+        "id": job.id, "name": job.name, "description": job.description,
+        "application": job.application, "type": job.type, "tenant": job.tenant,
+        "owner": job.owner, "labels": job.labels, "priority": job.priority,
+        "schedule": job.schedule, "enabled": job.enabled, "draft": job.draft,
+        "version": job.version, "state": summary.state, "run_id": summary.run_id,
+        "latest_run_id": summary.latest_run_id, "created_at": job.created_at,
+        "updated_at": job.updated_at,
+    }
+
+
+def _run_fields(summary: RunSummary) -> dict[str, Any]:
+    run = summary.run
+    return {
+        "id": run.id, "job_id": run.job_id, "number": run.number, "trigger": run.trigger,
+        "state": run.state, "scheduled_for": run.scheduled_for, "created_at": run.created_at,
+        "started_at": run.started_at, "finished_at": run.finished_at,
+        "progress": summary.progress,
+    }
+
+
+def _worker(record: Any) -> WorkerPublic | None:
+    try:
+        return WorkerPublic.model_validate({**record, "types": worker_types(record)})
+    except (ValidationError, TypeError):
+        return None

@@ -1,0 +1,13 @@
+"""``stellwerk api``: serve the REST API with uvicorn."""
+
+from __future__ import annotations
+
+import uvicorn
+
+from common.config import Settings
+from scheduler.api.app import create_app
+
+
+def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8080) -> None:
+    """Run the API until interrupted (Ctrl-C or SIGTERM stop it cleanly)."""
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")

@@ -1,0 +1,123 @@
+"""One command per component: ``api``, ``engine``, ``beat``, ``notify``, ``worker``, ``migrate``.
+
+Each builds its settings from the environment, lets :func:`common.embedded.ensure_servers`
+fill in missing server URLs (so a component run alone on a laptop uses the embedded
+servers under the data dir), and hands over to the component's entry point, which blocks
+until SIGTERM or SIGINT. The entry points are imported inside the commands: the client
+commands then start without loading FastAPI, Celery and SQLAlchemy.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from common.config import Settings, load_settings
+from scheduler.cli.errors import reporting_errors
+
+PANEL = "Components"
+BUILTIN_TYPES = "noop,sleep,python,shell"
+
+HostOption = Annotated[str, typer.Option(help="Interface to listen on.")]
+PortOption = Annotated[int, typer.Option(help="Port to listen on.", min=1, max=65535)]
+
+
+class Pool(StrEnum):
+    """Celery execution pools a worker may use."""
+
+    THREADS = "threads"
+    PREFORK = "prefork"
+    SOLO = "solo"
+
+
+def register(app: typer.Typer) -> None:
+    """Add the component commands to the app."""
+    for command in (api, engine, beat, notify, worker, migrate):
+        app.command(rich_help_panel=PANEL)(reporting_errors(command))
+
+
+def component_settings() -> Settings:
+    """Settings from ``STELLWERK_*``, with embedded servers standing in for missing URLs."""
+    from common.embedded import ensure_servers  # noqa: PLC0415
+
+    return ensure_servers(load_settings())
+
+
+def api(host: HostOption = "127.0.0.1", port: PortOption = 8080) -> None:
+    """Serve the REST API and the web UI."""
+    from scheduler.api.server import serve  # noqa: PLC0415
+
+    serve(component_settings(), host, port)
+
+
+def engine() -> None:
+    """Advance runs: consume activations and results, apply the state machines."""
+    from scheduler.engine.main import run_engine  # noqa: PLC0415
+
+    run_engine(component_settings())
+
+
+def beat() -> None:
+    """Tick every second: fire schedules, check leases and timeouts, relay the outbox."""
+    from scheduler.beat.main import run_beat  # noqa: PLC0415
+
+    run_beat(component_settings())
+
+
+def notify() -> None:
+    """Deliver state-change events to subscribers (webhooks, Celery tasks, the live stream)."""
+    from scheduler.notify.main import run_notify  # noqa: PLC0415
+
+    run_notify(component_settings())
+
+
+def worker(
+    types: Annotated[
+        str, typer.Option(help="Comma-separated task types whose queues this worker serves.")
+    ] = BUILTIN_TYPES,
+    concurrency: Annotated[int, typer.Option(help="Tasks run at the same time.", min=1)] = 16,
+    pool: Annotated[Pool, typer.Option(help="Celery execution pool.")] = Pool.THREADS,
+    imports: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--import",
+            help="Module with your @processor functions to import first (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    hostname: Annotated[
+        str | None,
+        typer.Option(help="Worker name (default: worker-<pid>@<host>).", show_default=False),
+    ] = None,
+) -> None:
+    """Run tasks of the given types with their registered processors."""
+    from workers.main import run_worker  # noqa: PLC0415
+
+    run_worker(
+        component_settings(),
+        parse_types(types),
+        concurrency,
+        pool.value,
+        hostname,
+        imports=imports or (),
+    )
+
+
+def migrate() -> None:
+    """Bring the database schema up to date (Alembic upgrade to head)."""
+    from common.persistence.migrate import upgrade  # noqa: PLC0415
+
+    database_url, _ = component_settings().require_urls()
+    upgrade(database_url)
+    Console().print("database migrated to head")
+
+
+def parse_types(value: str) -> list[str]:
+    """``"noop, sleep"`` → ``["noop", "sleep"]``; at least one type is required."""
+    types = [name.strip() for name in value.split(",") if name.strip()]
+    if not types:
+        raise typer.BadParameter("name at least one task type", param_hint="--types")
+    return types

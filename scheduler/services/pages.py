@@ -1,0 +1,47 @@
+"""Keyset pagination: a page of rows and an opaque cursor for the next one.
+
+Keyset rather than offset, so that rows inserted while a client pages never make it
+skip or repeat a row, and a deep page costs what the first one does.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from scheduler.services.errors import InvalidInput
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Page(Generic[T]):
+    """Up to ``limit`` items; ``next_cursor`` is None on the last page."""
+
+    items: list[T]
+    next_cursor: str | None
+
+
+def encode_cursor(key: list[Any]) -> str:
+    """An opaque token for the sort key of the last row of a page."""
+    raw = json.dumps(key, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str, size: int) -> list[Any]:
+    """The sort key inside ``cursor``; a cursor we did not issue is a 422 on ``cursor``."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        key = json.loads(raw)
+    except (binascii.Error, ValueError) as error:
+        raise _bad_cursor() from error
+    if not isinstance(key, list) or len(key) != size:
+        raise _bad_cursor()
+    return key
+
+
+def _bad_cursor() -> InvalidInput:
+    return InvalidInput(("query", "cursor"), "not a cursor returned by this API")

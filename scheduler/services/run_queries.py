@@ -1,0 +1,135 @@
+"""Reading runs: a run with its task runs and progress, its journal, and task logs."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from uuid import UUID
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import Session
+
+from common.domain.states import TaskState
+from common.persistence.models import Job, JournalEntry, Run, Task, TaskLog, TaskRun
+from scheduler.services.errors import InvalidInput, NotFound
+from scheduler.services.pages import Page, decode_cursor, encode_cursor
+
+_STATE_ORDER = {state.value: index for index, state in enumerate(TaskState)}
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """A run with its task counts per state."""
+
+    run: Run
+    progress: dict[str, int]
+
+
+@dataclass(frozen=True)
+class RunDetail:
+    """A run with its task runs, in the job's task order."""
+
+    summary: RunSummary
+    tasks: list[TaskRun]
+
+
+def get_run(session: Session, run_id: UUID) -> RunDetail:
+    """The run with its task runs and progress, or :class:`NotFound`."""
+    run = require_run(session, run_id)
+    tasks = list(session.scalars(
+        select(TaskRun).join(Task, Task.id == TaskRun.task_id)
+        .where(TaskRun.run_id == run_id).order_by(Task.position)
+    ))
+    return RunDetail(RunSummary(run, progress(Counter(t.state for t in tasks))), tasks)
+
+
+def list_runs(
+    session: Session, job_id: UUID, limit: int, cursor: str | None = None
+) -> Page[RunSummary]:
+    """The job's runs, newest (highest number) first, ``limit`` at a time."""
+    if session.get(Job, job_id) is None:
+        raise NotFound("job", job_id)
+    query = select(Run).where(Run.job_id == job_id)
+    if cursor is not None:
+        query = query.where(Run.number < _number(decode_cursor(cursor, 1)[0]))
+    runs = list(session.scalars(query.order_by(Run.number.desc()).limit(limit + 1)))
+    counts = _counts(session, [run.id for run in runs[:limit]])
+    items = [RunSummary(run, progress(counts.get(run.id, Counter()))) for run in runs[:limit]]
+    next_cursor = encode_cursor([runs[limit - 1].number]) if len(runs) > limit else None
+    return Page(items, next_cursor)
+
+
+def journal(session: Session, run_id: UUID) -> list[JournalEntry]:
+    """Every recorded state change of the run and its tasks, oldest first."""
+    require_run(session, run_id)
+    return list(session.scalars(
+        select(JournalEntry).where(JournalEntry.run_id == run_id).order_by(JournalEntry.id)
+    ))
+
+
+def task_logs(
+    session: Session, run_id: UUID, task: str, attempt: int | None = None
+) -> list[TaskLog]:
+    """The captured lines of a task (by name or task run id), optionally of one attempt."""
+    task_run = find_task_run(session, run_id, task)
+    query = select(TaskLog).where(TaskLog.task_run_id == task_run.id)
+    if attempt is not None:
+        query = query.where(TaskLog.attempt == attempt)
+    return list(session.scalars(query.order_by(TaskLog.id)))
+
+
+def require_run(session: Session, run_id: UUID) -> Run:
+    """The run, or :class:`NotFound` naming its id."""
+    run = session.get(Run, run_id)
+    if run is None:
+        raise NotFound("run", run_id)
+    return run
+
+
+def find_task_run(session: Session, run_id: UUID, task: str) -> TaskRun:
+    """The run's task run named ``task``, or whose id is ``task``."""
+    require_run(session, run_id)
+    condition = TaskRun.name == task
+    task_run_id = _as_uuid(task)
+    if task_run_id is not None:
+        condition = or_(condition, TaskRun.id == task_run_id)
+    found = session.scalars(
+        select(TaskRun).where(TaskRun.run_id == run_id, condition).limit(1)
+    ).one_or_none()
+    if found is None:
+        raise NotFound("task", f"{task!r} in run {run_id}")
+    return found
+
+
+def progress(counts: Counter[str]) -> dict[str, int]:
+    """Task counts per state, in the order the states are declared, without zeros."""
+    return {
+        state: n for state, n in sorted(counts.items(), key=lambda i: _STATE_ORDER.get(i[0], 99))
+        if n
+    }
+
+
+def _counts(session: Session, run_ids: list[UUID]) -> dict[UUID, Counter[str]]:
+    if not run_ids:
+        return {}
+    rows = session.execute(
+        select(TaskRun.run_id, TaskRun.state, func.count())
+        .where(TaskRun.run_id.in_(run_ids)).group_by(TaskRun.run_id, TaskRun.state)
+    ).all()
+    counts: dict[UUID, Counter[str]] = {}
+    for run_id, state, n in rows:
+        counts.setdefault(run_id, Counter())[state] = n
+    return counts
+
+
+def _as_uuid(text: str) -> UUID | None:
+    try:
+        return UUID(text)
+    except ValueError:
+        return None
+
+
+def _number(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidInput(("query", "cursor"), "not a cursor returned by this API")
+    return value

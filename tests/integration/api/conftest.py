@@ -1,0 +1,152 @@
+"""The API under test: one app per session on the session's PostgreSQL and Redis.
+
+The app publishes to a Redis database of its own, claimed like the session's (an empty
+index marked with SET NX), so that the activations it sends are neither consumed nor
+counted by other tests, and theirs not by these.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import os
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+import redis
+from fastapi.testclient import TestClient
+from sqlalchemy import Engine, func, select
+from sqlalchemy.orm import Session, sessionmaker
+
+from common.config import Settings
+from common.persistence.db import make_engine, make_sessions
+from common.persistence.models import Job
+from scheduler.api.app import create_app
+
+TOKEN = "test-admin"  # the admin token of the ``settings`` fixture
+CLAIM_MARKER = "stellwerk:test-api-claim"
+FROZEN_AT = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
+
+
+@pytest.fixture(scope="session")
+def api_settings(settings: Settings, redis_url: str) -> Iterator[Settings]:
+    """The session's settings on a Redis database of the API tests' own."""
+    url = _claim_redis_db(redis_url)
+    yield settings.model_copy(update={"redis_url": url})
+    with contextlib.closing(redis.Redis.from_url(url)) as client:
+        client.flushdb()
+
+
+@pytest.fixture(scope="session")
+def client(api_settings: Settings) -> Iterator[TestClient]:
+    """An authenticated client; entering it runs the app's lifespan."""
+    with TestClient(create_app(api_settings), headers=auth_headers()) as c:
+        yield c
+
+
+@pytest.fixture(scope="session")
+def anonymous(api_settings: Settings) -> Iterator[TestClient]:
+    """A client without a token."""
+    with TestClient(create_app(api_settings)) as c:
+        yield c
+
+
+@pytest.fixture
+def frozen_client(api_settings: Settings) -> Iterator[TestClient]:
+    """An authenticated client of an app whose clock stands still at ``FROZEN_AT``."""
+    app = create_app(api_settings, clock=lambda: FROZEN_AT)
+    with TestClient(app, headers=auth_headers()) as c:
+        yield c
+
+
+Queued = Callable[[str], list[dict[str, Any]]]
+
+
+@pytest.fixture
+def queued(rds: redis.Redis) -> Queued:
+    """The payloads waiting in a queue, newest first, decoded from Celery's wire format."""
+
+    def read(queue: str) -> list[dict[str, Any]]:
+        payloads = []
+        for raw in rds.lrange(queue, 0, -1):
+            envelope = json.loads(raw)
+            args, _kwargs, _embed = json.loads(base64.b64decode(envelope["body"]))
+            payloads.append({"task": envelope["headers"]["task"],
+                             "id": envelope["headers"]["id"], "payload": args[0]})
+        return payloads
+
+    return read
+
+
+def auth_headers() -> dict[str, str]:
+    """The admin token's header."""
+    return {"Authorization": f"Bearer {TOKEN}"}
+
+
+def _claim_redis_db(url: str) -> str:
+    for index in range(16):
+        candidate = urlsplit(url)._replace(path=f"/{index}").geturl()
+        with contextlib.closing(redis.Redis.from_url(candidate)) as client:
+            if client.dbsize() == 0 and client.set(CLAIM_MARKER, str(os.getpid()), nx=True):
+                return candidate
+    raise RuntimeError("no empty Redis database left for the API tests")
+
+
+@pytest.fixture(scope="session")
+def db_engine(database_url: str) -> Iterator[Engine]:
+    """A separate engine for checking what the API wrote."""
+    engine = make_engine(database_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def sessions(db_engine: Engine) -> sessionmaker[Session]:
+    """Sessions on the test engine."""
+    return make_sessions(db_engine)
+
+
+@pytest.fixture(scope="session")
+def rds(api_settings: Settings) -> Iterator[redis.Redis]:
+    """A Redis client on the API's Redis database."""
+    client = redis.Redis.from_url(api_settings.require_urls()[1])
+    yield client
+    client.close()
+
+
+JobBody = Callable[..., dict[str, Any]]
+
+
+@pytest.fixture
+def job_count(sessions: sessionmaker[Session]) -> Callable[[], int]:
+    """How many jobs the database holds, when called."""
+
+    def count() -> int:
+        with sessions() as session:
+            return int(session.scalar(select(func.count()).select_from(Job)) or 0)
+
+    return count
+
+
+@pytest.fixture
+def job_body() -> JobBody:
+    """Builds a valid three-task job (a → b → c) with overrides applied."""
+    return _job_body
+
+
+def _job_body(**overrides: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "name": "backup",
+        "application": "tests",
+        "tasks": [
+            {"name": "a", "type": "noop", "next": ["b"]},
+            {"name": "b", "type": "noop", "next": ["c"], "retries": 2, "timeout": 60},
+            {"name": "c", "type": "shell", "params": {"argv": ["true"]}},
+        ],
+    }
+    body.update(overrides)
+    return body

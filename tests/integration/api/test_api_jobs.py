@@ -1,0 +1,221 @@
+"""Creating and reading jobs over REST: runs created, messages published, pages complete."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import redis
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from common.persistence.models import Job, JobStorage, Run, Task, TaskEdge, TaskRun
+
+JOBS = "/api/v1/jobs"
+JobBody = Callable[..., dict[str, Any]]
+Queued = Callable[[str], list[dict[str, Any]]]
+
+
+def _run(sessions: sessionmaker[Session], run_id: str) -> Run:
+    with sessions() as session:
+        run = session.get(Run, uuid.UUID(run_id))
+        assert run is not None
+        return run
+
+
+def test_one_off_job_gets_a_ready_run_and_its_activation_is_published(
+    client: TestClient, job_body: JobBody, sessions: sessionmaker[Session],
+    rds: redis.Redis, queued: Queued,
+) -> None:
+    before = rds.llen("stellwerk.activation")
+
+    response = client.post(JOBS, json=job_body(storage={"last": 1}))
+
+    assert response.status_code == 201, response.text
+    job = response.json()
+    assert job["state"] == "READY"
+    assert [t["name"] for t in job["tasks"]] == ["a", "b", "c"]
+    assert all(uuid.UUID(t["id"]) for t in job["tasks"])
+    assert job["storage"] == {"last": 1}
+    run = _run(sessions, job["run_id"])
+    assert (run.state, run.number, run.trigger) == ("READY", 1, "schedule")
+    assert run.activation_sent_at is not None
+    assert rds.llen("stellwerk.activation") == before + 1
+    newest = queued("stellwerk.activation")[0]
+    assert newest["task"] == "stellwerk.activate"
+    assert newest["payload"]["run_id"] == job["run_id"]
+    assert newest["id"] == newest["payload"]["message_id"]
+    events = [e for m in queued("stellwerk.notify") for e in m["payload"]["events"]]
+    assert {"event": "run.scheduled", "run_id": job["run_id"]}.items() <= events[0].items()
+
+
+def test_the_job_rows_hold_the_graph_and_effective_settings(
+    client: TestClient, job_body: JobBody, sessions: sessionmaker[Session],
+) -> None:
+    body = job_body(
+        task_defaults={"timeout": 300, "retries": 1, "retry_backoff": 5}, priority=7,
+        secure_params={"password": "hunter2"}, storage={"k": "v"},
+    )
+    job = client.post(JOBS, json=body).json()
+
+    with sessions() as session:
+        row = session.get(Job, uuid.UUID(job["id"]))
+        tasks = session.scalars(select(Task).where(Task.job_id == row.id).order_by(Task.position))
+        by_name = {t.name: t for t in tasks}
+        edges = session.execute(select(TaskEdge.from_task, TaskEdge.to_task)
+                                .where(TaskEdge.job_id == row.id)).all()
+        storage = session.get(JobStorage, row.id)
+        task_runs = session.scalars(select(TaskRun).where(TaskRun.run_id == job["run_id"])).all()
+    assert row is not None and storage is not None
+    assert "tasks" not in row.spec and "secure_params" not in row.spec
+    assert json.loads(row.secure_params or "") == {"password": "hunter2"}
+    assert (by_name["a"].timeout_s, by_name["a"].retries, by_name["a"].retry_backoff_s) == (
+        300.0, 1, 5.0)
+    assert (by_name["b"].timeout_s, by_name["b"].retries, by_name["b"].priority) == (60.0, 2, 7)
+    assert set(edges) == {(by_name["a"].id, by_name["b"].id), (by_name["b"].id, by_name["c"].id)}
+    assert storage.data == {"k": "v"}
+    assert {(t.name, t.state, t.attempt, t.base) for t in task_runs} == {
+        ("a", "WAITING", 0, 0), ("b", "WAITING", 0, 0), ("c", "WAITING", 0, 0)}
+    assert "hunter2" not in json.dumps(job)
+    assert "secure_params" not in client.get(f"{JOBS}/{job['id']}").json()
+
+
+def test_a_draft_gets_no_run_and_cannot_be_run(
+    client: TestClient, job_body: JobBody, sessions: sessionmaker[Session],
+) -> None:
+    job = client.post(JOBS, json=job_body(draft=True)).json()
+
+    assert (job["state"], job["run_id"], job["draft"]) == ("NEW", None, True)
+    with sessions() as session:
+        assert session.scalars(select(Run).where(Run.job_id == job["id"])).first() is None
+    refused = client.post(f"{JOBS}/{job['id']}/runs")
+    assert refused.status_code == 409
+    assert "draft" in refused.json()["detail"]
+
+
+def test_a_future_date_makes_a_ready_run_without_activation(
+    client: TestClient, job_body: JobBody, sessions: sessionmaker[Session], rds: redis.Redis,
+) -> None:
+    at = datetime.now(UTC) + timedelta(days=1)
+    before = rds.llen("stellwerk.activation")
+
+    job = client.post(JOBS, json=job_body(schedule={"at": at.isoformat()})).json()
+
+    run = _run(sessions, job["run_id"])
+    assert (run.state, run.activation_sent_at, run.scheduled_for) == ("READY", None, at)
+    assert rds.llen("stellwerk.activation") == before
+
+
+def test_a_cron_job_is_scheduled_without_a_run(client: TestClient, job_body: JobBody) -> None:
+    schedule = {"cron": "0 10 * * *", "timezone": "Europe/Berlin"}
+
+    job = client.post(JOBS, json=job_body(schedule=schedule)).json()
+
+    assert (job["state"], job["run_id"]) == ("SCHEDULED", None)
+    assert job["schedule"] == {"at": None, **schedule}
+    assert client.get(f"{JOBS}/{job['id']}/runs").json() == {"data": [], "next_cursor": None}
+
+
+def test_get_job_returns_what_was_created(client: TestClient, job_body: JobBody) -> None:
+    created = client.post(JOBS, json=job_body(labels={"team": "ops"}, canary=True)).json()
+
+    fetched = client.get(f"{JOBS}/{created['id']}")
+
+    assert fetched.status_code == 200
+    assert fetched.json() == created
+    assert (created["canary"], created["labels"]) == (True, {"team": "ops"})
+    assert created["tasks"][0]["next"] == ["b"]
+
+
+def _ids(client: TestClient, params: dict[str, Any]) -> list[list[str]]:
+    pages, cursor = [], None
+    while True:
+        page = client.get(JOBS, params={**params, **({"cursor": cursor} if cursor else {})})
+        assert page.status_code == 200, page.text
+        pages.append([job["id"] for job in page.json()["data"]])
+        cursor = page.json()["next_cursor"]
+        if cursor is None:
+            return pages
+
+
+def test_pages_cover_every_job_once_even_when_created_at_ties(
+    frozen_client: TestClient, job_body: JobBody,
+) -> None:
+    application = f"paging-{uuid.uuid4().hex}"
+    created = {
+        frozen_client.post(JOBS, json=job_body(application=application)).json()["id"]
+        for _ in range(7)
+    }
+
+    pages = _ids(frozen_client, {"application": application, "limit": 3})
+
+    assert [len(p) for p in pages] == [3, 3, 1]
+    flat = [job_id for page in pages for job_id in page]
+    assert sorted(flat) == sorted(created)
+    assert flat == sorted(flat, reverse=True)  # same created_at: ties broken by id
+
+
+def test_filters_by_type_tenant_and_labels(client: TestClient, job_body: JobBody) -> None:
+    tag = uuid.uuid4().hex
+    wanted = client.post(JOBS, json=job_body(
+        type="nightly", tenant=tag, labels={"team": "ops", "tier": "1"})).json()
+    client.post(JOBS, json=job_body(type="nightly", tenant=tag, labels={"team": "dev"}))
+    client.post(JOBS, json=job_body(type="weekly", tenant=tag, labels={"team": "ops"}))
+
+    found = client.get(JOBS, params=[("tenant", tag), ("type", "nightly"),
+                                     ("label", "team=ops"), ("label", "tier=1")])
+
+    assert [job["id"] for job in found.json()["data"]] == [wanted["id"]]
+    assert "tasks" not in found.json()["data"][0]
+
+
+def _bad(response: Any, status: int, *words: str) -> None:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/problem+json"
+    for word in words:
+        assert word in response.json()["detail"], response.json()
+
+
+def test_bad_list_parameters_are_named(client: TestClient) -> None:
+    _bad(client.get(JOBS, params={"label": "team"}), 422, "label", "key=value")
+    _bad(client.get(JOBS, params={"cursor": "garbage!"}), 422, "cursor")
+    _bad(client.get(JOBS, params={"limit": 501}), 422, "limit")
+    _bad(client.get(JOBS, params={"limit": 0}), 422, "limit")
+
+
+def test_run_now_creates_the_next_run_and_activates_it(
+    client: TestClient, job_body: JobBody, rds: redis.Redis, queued: Queued,
+) -> None:
+    job = client.post(JOBS, json=job_body()).json()
+    before = rds.llen("stellwerk.activation")
+
+    response = client.post(f"{JOBS}/{job['id']}/runs")
+
+    assert response.status_code == 201, response.text
+    run = response.json()
+    assert (run["number"], run["trigger"], run["state"], run["job_id"]) == (
+        2, "api", "READY", job["id"])
+    assert rds.llen("stellwerk.activation") == before + 1
+    assert queued("stellwerk.activation")[0]["payload"]["run_id"] == run["id"]
+    refreshed = client.get(f"{JOBS}/{job['id']}").json()
+    assert (refreshed["run_id"], refreshed["latest_run_id"]) == (job["run_id"], run["id"])
+
+
+def test_a_jobs_runs_page_newest_first(client: TestClient, job_body: JobBody) -> None:
+    job = client.post(JOBS, json=job_body()).json()
+    second = client.post(f"{JOBS}/{job['id']}/runs").json()
+    third = client.post(f"{JOBS}/{job['id']}/runs").json()
+
+    first_page = client.get(f"{JOBS}/{job['id']}/runs", params={"limit": 2}).json()
+    rest = client.get(f"{JOBS}/{job['id']}/runs",
+                      params={"limit": 2, "cursor": first_page["next_cursor"]}).json()
+
+    assert [r["id"] for r in first_page["data"]] == [third["id"], second["id"]]
+    assert [r["id"] for r in rest["data"]] == [job["run_id"]]
+    assert rest["next_cursor"] is None
+    assert first_page["data"][0]["progress"] == {"WAITING": 3}
+

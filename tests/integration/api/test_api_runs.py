@@ -1,0 +1,111 @@
+"""Reading runs over REST: shape and order, journal, and task logs."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from common.persistence.models import TaskLog, TaskRun
+
+JobBody = Callable[..., dict[str, Any]]
+
+
+@pytest.fixture
+def job(client: TestClient, job_body: JobBody) -> dict[str, Any]:
+    """A one-off job whose tasks are defined in the order c, a, b (a → b, c alone)."""
+    body = job_body(tasks=[
+        {"name": "c", "type": "shell"},
+        {"name": "a", "type": "noop", "next": ["b"]},
+        {"name": "b", "type": "sleep", "params": {"seconds": 1}},
+    ])
+    response = client.post("/api/v1/jobs", json=body)
+    assert response.status_code == 201, response.text
+    return dict(response.json())
+
+
+def test_a_run_lists_its_tasks_in_job_order_with_progress(
+    client: TestClient, job: dict[str, Any], sessions: sessionmaker[Session],
+) -> None:
+    with sessions.begin() as session:
+        session.execute(update(TaskRun).where(TaskRun.run_id == job["run_id"], TaskRun.name == "c")
+                        .values(state="COMPLETED", output={"rc": 0}, worker="w1"))
+
+    response = client.get(f"/api/v1/runs/{job['run_id']}")
+
+    assert response.status_code == 200
+    run = response.json()
+    assert {k: run[k] for k in ("id", "job_id", "number", "trigger", "state")} == {
+        "id": job["run_id"], "job_id": job["id"], "number": 1, "trigger": "schedule",
+        "state": "READY"}
+    assert run["progress"] == {"WAITING": 2, "COMPLETED": 1}
+    assert [t["name"] for t in run["tasks"]] == ["c", "a", "b"]
+    assert set(run["tasks"][0]) == {"id", "name", "type", "state", "attempt", "worker", "output",
+                                    "message", "started_at", "finished_at"}
+    assert (run["tasks"][0]["output"], run["tasks"][0]["worker"]) == ({"rc": 0}, "w1")
+    assert datetime.fromisoformat(run["scheduled_for"]) <= datetime.now(UTC)
+    assert (run["started_at"], run["finished_at"]) == (None, None)
+
+
+def test_the_journal_records_the_creation(client: TestClient, job: dict[str, Any]) -> None:
+    again = client.post(f"/api/v1/jobs/{job['id']}/runs").json()
+
+    first = client.get(f"/api/v1/runs/{job['run_id']}/journal").json()["entries"]
+    second = client.get(f"/api/v1/runs/{again['id']}/journal").json()["entries"]
+
+    assert [(e["task"], e["attempt"], e["from"], e["to"], e["reason"], e["actor"])
+            for e in first] == [(None, None, "", "READY", "created", "schedule")]
+    assert second[0]["actor"] == "api"
+    assert datetime.fromisoformat(first[0]["at"]).tzinfo is not None
+
+
+def _add_logs(sessions: sessionmaker[Session], run_id: str, task: str) -> str:
+    start = datetime(2030, 5, 1, tzinfo=UTC)
+    with sessions.begin() as session:
+        task_run = session.scalars(
+            select(TaskRun).where(TaskRun.run_id == run_id, TaskRun.name == task)).one()
+        lines = [(0, "stdout", "first try"), (0, "stderr", "it broke"), (1, "stdout", "again"),
+                 (1, "stdout", "done")]
+        session.add_all(
+            TaskLog(task_run_id=task_run.id, attempt=a, at=start + timedelta(seconds=i),
+                    stream=stream, line=line)
+            for i, (a, stream, line) in enumerate(lines)
+        )
+        return str(task_run.id)
+
+
+def test_task_logs_by_name_or_id_as_json_or_text(
+    client: TestClient, job: dict[str, Any], sessions: sessionmaker[Session],
+) -> None:
+    task_run_id = _add_logs(sessions, job["run_id"], "a")
+    base = f"/api/v1/runs/{job['run_id']}/tasks"
+
+    by_name = client.get(f"{base}/a/logs").json()
+    by_id = client.get(f"{base}/{task_run_id}/logs").json()
+    second = client.get(f"{base}/a/logs", params={"attempt": 1}).json()
+    text = client.get(f"{base}/a/logs", headers={"Accept": "text/plain"})
+    other = client.get(f"{base}/b/logs").json()
+
+    assert by_name == by_id
+    assert [(x["attempt"], x["stream"], x["line"]) for x in by_name["lines"]] == [
+        (0, "stdout", "first try"), (0, "stderr", "it broke"), (1, "stdout", "again"),
+        (1, "stdout", "done")]
+    assert by_name["lines"][0]["at"].startswith("2030-05-01T00:00:00")
+    assert [x["line"] for x in second["lines"]] == ["again", "done"]
+    assert text.headers["content-type"].startswith("text/plain")
+    assert text.text == "first try\nit broke\nagain\ndone\n"
+    assert other == {"lines": []}
+
+
+def test_logs_of_an_unknown_task_name_the_task(client: TestClient, job: dict[str, Any]) -> None:
+    response = client.get(f"/api/v1/runs/{job['run_id']}/tasks/ghost/logs")
+
+    assert response.status_code == 404
+    assert "'ghost'" in response.json()["detail"]
+    assert str(uuid.UUID(job["run_id"])) in response.json()["detail"]

@@ -1,0 +1,187 @@
+"""The client commands against a real local HTTP server serving canned JSON."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from scheduler.cli.main import build_app
+
+RUN_ID = "5d1c0a52-0000-4000-8000-000000000001"
+JOB_ID = "5d1c0a52-0000-4000-8000-0000000000aa"
+RUN_PATH = f"/api/v1/runs/{RUN_ID}"
+
+
+def a_run(state: str, *task_states: str) -> dict[str, Any]:
+    names = ["extract", "transform", "load"]
+    tasks: list[dict[str, Any]] = [
+        {
+            "id": f"t{i}",
+            "name": names[i],
+            "type": "shell" if i else "noop",
+            "state": s,
+            "attempt": 1,
+            "worker": "worker@laptop" if s != "WAITING" else None,
+            "output": {},
+            "message": "exit status 2" if s == "FAILED" else None,
+            "started_at": "2025-03-01T10:00:00+00:00" if s != "WAITING" else None,
+            "finished_at": "2025-03-01T10:00:05+01:00" if s in ("COMPLETED", "FAILED") else None,
+        }
+        for i, s in enumerate(task_states)
+    ]
+    progress: dict[str, int] = {}
+    for s in task_states:
+        progress[s] = progress.get(s, 0) + 1
+    return {"id": RUN_ID, "job_id": JOB_ID, "number": 1, "state": state,
+            "progress": progress, "tasks": tasks}  # fmt: skip
+
+
+def stellwerk(api_url: str, *args: str, token: str | None = "t0k3n") -> Result:
+    options = ["--api-url", api_url] + (["--token", token] if token else [])
+    return CliRunner().invoke(build_app(), [*args, *options], env={"COLUMNS": "200"})
+
+
+@pytest.fixture(autouse=True)
+def no_ambient_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
+    """No token or URL from the environment; times shown in UTC; a fresh working dir."""
+    for name in ("STELLWERK_TOKEN", "STELLWERK_API_URL", "STELLWERK_DATA_DIR"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_show_prints_the_run_and_a_table_of_its_tasks(canned_api: Any) -> None:
+    canned_api.reply("GET", RUN_PATH, (200, a_run("FAILED", "COMPLETED", "FAILED", "CANCELED")))
+
+    result = stellwerk(canned_api.url, "show", RUN_ID)
+
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert RUN_ID in lines[0] and "FAILED" in lines[0] and "3/3 finished" in lines[0]
+    header = next(line for line in lines if "name" in line and "attempt" in line)
+    for column in ("type", "state", "worker", "started", "finished", "message"):
+        assert column in header
+    transform = next(line for line in lines if "transform" in line)
+    for cell in ("shell", "FAILED", "worker@laptop", "2025-03-01 10:00:00",
+                 "2025-03-01 09:00:05", "exit status 2"):  # fmt: skip
+        assert cell in transform
+    assert canned_api.calls("GET", RUN_PATH)[0]["headers"]["Authorization"] == "Bearer t0k3n"
+
+
+def test_show_reports_the_problem_detail_in_one_line(canned_api: Any) -> None:
+    problem = {"title": "Not Found", "status": 404, "detail": f"run {RUN_ID} not found"}
+    canned_api.reply("GET", RUN_PATH, (404, problem))
+
+    result = stellwerk(canned_api.url, "show", RUN_ID)
+
+    assert result.exit_code == 1
+    assert result.output.strip() == f"error: 404 run {RUN_ID} not found"
+
+
+def test_watch_polls_until_the_run_completes_and_exits_0(canned_api: Any) -> None:
+    canned_api.reply(
+        "GET",
+        RUN_PATH,
+        (200, a_run("ACTIVE", "ACTIVE", "WAITING", "WAITING")),
+        (200, a_run("ACTIVE", "COMPLETED", "ACTIVE", "WAITING")),
+        (200, a_run("COMPLETED", "COMPLETED", "COMPLETED", "COMPLETED")),
+    )
+
+    result = stellwerk(canned_api.url, "watch", RUN_ID)
+
+    assert result.exit_code == 0, result.output
+    assert len(canned_api.calls("GET", RUN_PATH)) == 3
+    assert "3/3 tasks" in result.output
+
+
+def test_watch_exits_1_when_the_run_fails(canned_api: Any) -> None:
+    canned_api.reply("GET", RUN_PATH, (200, a_run("FAILED", "COMPLETED", "FAILED", "CANCELED")))
+
+    result = stellwerk(canned_api.url, "watch", RUN_ID)
+
+    assert result.exit_code == 1
+    assert "FAILED" in result.output
+
+
+def test_submit_posts_the_yaml_spec_and_prints_job_and_run(canned_api: Any, tmp_path: Path) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: nightly\ntasks:\n  - name: hello\n    type: noop\n")
+    created = {"id": JOB_ID, "name": "nightly", "state": "READY", "run_id": RUN_ID}
+    canned_api.reply("POST", "/api/v1/jobs", (201, created))
+
+    result = stellwerk(canned_api.url, "submit", str(spec))
+
+    assert result.exit_code == 0, result.output
+    assert JOB_ID in result.output and RUN_ID in result.output
+    body = canned_api.calls("POST", "/api/v1/jobs")[0]["body"]
+    assert body == {"name": "nightly", "tasks": [{"name": "hello", "type": "noop"}]}
+
+
+def test_submit_watch_follows_the_run(canned_api: Any, tmp_path: Path) -> None:
+    spec = tmp_path / "job.json"
+    spec.write_text('{"name": "once", "tasks": [{"name": "a", "type": "noop"}]}')
+    created = {"id": JOB_ID, "name": "once", "state": "READY", "run_id": RUN_ID}
+    canned_api.reply("POST", "/api/v1/jobs", (201, created))
+    canned_api.reply("GET", RUN_PATH, (200, a_run("COMPLETED", "COMPLETED")))
+
+    result = stellwerk(canned_api.url, "submit", str(spec), "--watch")
+
+    assert result.exit_code == 0, result.output
+    assert "1/1 tasks" in result.output
+
+
+def test_submit_shows_validation_errors_of_the_api(canned_api: Any, tmp_path: Path) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: bad\ntasks:\n  - {name: a, type: noop, next: [b]}\n")
+    problem = {"title": "Unprocessable", "status": 422, "detail": [
+        {"loc": ["body", "tasks"], "msg": "task 'a' names unknown successor 'b'"}]}  # fmt: skip
+    canned_api.reply("POST", "/api/v1/jobs", (422, problem))
+
+    result = stellwerk(canned_api.url, "submit", str(spec))
+
+    assert result.exit_code == 1
+    assert result.output.strip() == "error: 422 tasks: task 'a' names unknown successor 'b'"
+
+
+def test_submit_of_broken_yaml_says_where_in_one_line_and_sends_nothing(
+    canned_api: Any, tmp_path: Path
+) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: broken\ntasks: [\n  - name: a\n")
+
+    result = stellwerk(canned_api.url, "submit", str(spec))
+
+    assert result.exit_code == 1
+    assert len(result.output.strip().splitlines()) == 1
+    assert result.output.startswith(f"error: {spec}: invalid YAML at line ")
+    assert canned_api.requests == []
+
+
+def test_without_a_token_the_admin_token_of_the_data_dir_is_used(
+    canned_api: Any, tmp_path: Path
+) -> None:
+    (tmp_path / ".stellwerk").mkdir()
+    (tmp_path / ".stellwerk" / "admin-token").write_text("from-up\n")
+    canned_api.reply("GET", RUN_PATH, (200, a_run("ACTIVE", "ACTIVE")))
+
+    result = stellwerk(canned_api.url, "show", RUN_ID, token=None)
+
+    assert result.exit_code == 0, result.output
+    assert canned_api.calls("GET", RUN_PATH)[0]["headers"]["Authorization"] == "Bearer from-up"
+
+
+def test_an_unreachable_api_is_one_line(tmp_path: Path) -> None:
+    result = stellwerk("http://127.0.0.1:9", "show", RUN_ID)
+
+    assert result.exit_code == 1
+    assert result.output.startswith("error: cannot reach the API at http://127.0.0.1:9/api/v1")
+    assert len(result.output.strip().splitlines()) == 1
