@@ -118,7 +118,6 @@ def chain_spec(n: int) -> JobSpec:
 
 def run_job(database_url: str, spec: JobSpec, timeout_s: float) -> tuple[uuid.UUID, float]:
     """Create the job (its run starts now) and wait for the run to complete."""
-    from common.messaging.celery_app import make_celery
     from common.messaging.publisher import Publisher
     from common.persistence.outbox import OutboxRelay
     from scheduler.services.jobs import create_job
@@ -128,7 +127,8 @@ def run_job(database_url: str, spec: JobSpec, timeout_s: float) -> tuple[uuid.UU
     start = time.perf_counter()
     with sessions.begin() as session:
         created = create_job(session, spec, datetime.now(UTC))
-    OutboxRelay(sessions, Publisher(make_celery(redis_url))).relay_ids(created.outbox_ids)
+    OutboxRelay(sessions, Publisher(redis.Redis.from_url(redis_url))).relay_ids(
+        created.outbox_ids)
     assert created.run_id is not None
     with psycopg.connect(database_url) as conn:
         def done() -> bool:

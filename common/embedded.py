@@ -124,6 +124,8 @@ def stop_postgres(pgdata: Path) -> None:
     Does nothing when no server runs there; whoever owned it no longer does.
     """
     pgdata = pgdata.resolve()
+    if not pgdata.exists():
+        return
     with _locked(_sibling(pgdata, ".lock")):
         pid = _postgres_pid(pgdata)
         if pid is not None:
@@ -187,6 +189,8 @@ def stop_redis(directory: Path) -> None:
     Does nothing when no server runs there.
     """
     directory = directory.resolve()
+    if not directory.exists():
+        return
     with _locked(directory / "redis.lock"):
         pid = _read_int(directory / "redis.pid")
         if pid is not None and _is_live_process(pid, "redis-server"):

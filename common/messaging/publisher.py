@@ -1,4 +1,4 @@
-"""Publishing messages to Stellwerk's queues as Celery task messages."""
+"""Publishing messages to Stellwerk's queues: many messages, one Redis round trip."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from celery import Celery
+import redis
+
+from common.messaging.wire import envelope
 
 
 @dataclass(frozen=True)
@@ -20,22 +22,23 @@ class Outgoing:
 
 
 class Publisher:
-    """Sends many messages over one broker connection."""
+    """Pushes Celery-format messages with one pipelined ``LPUSH`` per batch.
 
-    def __init__(self, app: Celery) -> None:
-        self._app = app
+    Celery's ``send_task`` costs about a millisecond of CPU per message here; relaying
+    a 10,000-task fan-out through it would cost the engine ten seconds.
+    """
+
+    def __init__(self, client: redis.Redis) -> None:
+        self._client = client
 
     def publish(self, messages: Iterable[Outgoing]) -> int:
-        """Publish every message; return how many were sent."""
+        """Publish every message, in order; return how many were sent."""
         sent = 0
-        with self._app.producer_or_acquire() as producer:
+        with self._client.pipeline(transaction=False) as pipe:
             for item in messages:
-                self._app.send_task(
-                    item.task_name,
-                    args=[item.payload],
-                    queue=item.queue,
-                    task_id=item.task_id,
-                    producer=producer,
-                )
+                pipe.lpush(item.queue, envelope(item.queue, item.task_name, item.payload,
+                                                item.task_id))
                 sent += 1
+            if sent:
+                pipe.execute()
         return sent

@@ -44,9 +44,10 @@ class Resources:
         engine = make_engine(database_url)
         sessions = make_sessions(engine)
         celery = make_celery(redis_url)
+        client = redis.Redis.from_url(redis_url)
         return cls(
-            engine=engine, sessions=sessions, redis=redis.Redis.from_url(redis_url),
-            celery=celery, relay=OutboxRelay(sessions, Publisher(celery)),
+            engine=engine, sessions=sessions, redis=client,
+            celery=celery, relay=OutboxRelay(sessions, Publisher(client)),
             authenticator=Authenticator(settings.admin_token), clock=clock,
         )
 

@@ -6,8 +6,9 @@ import logging
 import signal
 from types import FrameType
 
+import redis
+
 from common.config import Settings
-from common.messaging.celery_app import make_celery
 from common.messaging.messages import utcnow
 from common.messaging.publisher import Publisher
 from common.persistence.db import make_engine, make_sessions
@@ -21,7 +22,7 @@ def build_ticker(settings: Settings) -> Ticker:
     """Wire the beat's parts from settings."""
     database_url, redis_url = settings.require_urls()
     sessions = make_sessions(make_engine(database_url, pool_size=2))
-    relay = OutboxRelay(sessions, Publisher(make_celery(redis_url)))
+    relay = OutboxRelay(sessions, Publisher(redis.Redis.from_url(redis_url)))
     return Ticker(sessions, relay, settings.beat_interval, clock=utcnow)
 
 

@@ -12,10 +12,11 @@ from common.config import Settings
 from common.messaging.celery_app import make_celery
 from common.messaging.messages import utcnow
 from common.messaging.publisher import Publisher
+from common.messaging.reliable import BatchReader, default_owner
 from common.persistence.db import make_engine, make_sessions
 from common.persistence.outbox import OutboxRelay
 from scheduler.engine.batch import BatchApplier, BatchOutcome
-from scheduler.engine.consumer import EngineConsumer
+from scheduler.engine.consumer import ENGINE_QUEUES, EngineConsumer
 from scheduler.engine.loading import RunLoader
 from scheduler.engine.stopper import Stopper
 from scheduler.engine.structure import StructureCache
@@ -27,20 +28,20 @@ def build_consumer(settings: Settings) -> EngineConsumer:
     """Wire the engine's parts from settings."""
     database_url, redis_url = settings.require_urls()
     sessions = make_sessions(make_engine(database_url))
-    app = make_celery(redis_url)
-    relay = OutboxRelay(sessions, Publisher(app))
+    client = redis.Redis.from_url(redis_url)
+    relay = OutboxRelay(sessions, Publisher(client))
     relay.relay_pending()  # repair: what a crash left in the outbox goes out first
     applier = BatchApplier(
         sessions, RunLoader(StructureCache()), relay, settings.lease_ttl, clock=utcnow
     )
-    stopper = Stopper(redis.Redis.from_url(redis_url), app)
+    stopper = Stopper(client, make_celery(redis_url))
 
     def after_batch(outcome: BatchOutcome) -> None:
         stopper.stop(outcome.stops)
 
+    reader = BatchReader(client, ENGINE_QUEUES, owner=f"engine:{default_owner()}")
     return EngineConsumer(
-        redis_url, applier, batch_size=settings.engine_batch_size,
-        batch_wait=settings.engine_batch_wait, on_outcome=after_batch,
+        reader, applier, batch_size=settings.engine_batch_size, on_outcome=after_batch
     )
 
 

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
 
 import redis
 from celery import Celery
 
-CANCEL_KEY = "stellwerk:cancel:{key}"
-CANCEL_KEY_TTL = timedelta(days=1)
+from common.messaging.keys import CLAIM_TTL, cancel_key
 
 
 class Stopper:
@@ -25,6 +23,6 @@ class Stopper:
             return
         with self._client.pipeline(transaction=False) as pipe:
             for key in keys:
-                pipe.set(CANCEL_KEY.format(key=key), "1", ex=CANCEL_KEY_TTL)
+                pipe.set(cancel_key(key), "1", ex=CLAIM_TTL)
             pipe.execute()
         self._app.control.revoke(list(keys), terminate=True, signal="SIGTERM")

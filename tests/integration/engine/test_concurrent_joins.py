@@ -11,12 +11,12 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+import redis
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.config import Settings
 from common.domain.spec import JobSpec
-from common.messaging.celery_app import make_celery
 from common.messaging.messages import Activation, TaskResult
 from common.messaging.publisher import Publisher
 from common.persistence.db import make_engine, make_sessions
@@ -38,7 +38,7 @@ def now() -> datetime:
 def applier(settings: Settings) -> tuple[BatchApplier, sessionmaker[Session]]:
     database_url, redis_url = settings.require_urls()
     sessions = make_sessions(make_engine(database_url))
-    relay = OutboxRelay(sessions, Publisher(make_celery(redis_url)))
+    relay = OutboxRelay(sessions, Publisher(redis.Redis.from_url(redis_url)))
     return BatchApplier(sessions, RunLoader(StructureCache()), relay,
                         settings.lease_ttl, clock=now), sessions
 

@@ -1,0 +1,153 @@
+"""``shell`` (``argv``, ``env``, ``cwd``): one process, run from an argv list.
+
+Never through a shell string: ``argv[0]`` is executed with ``argv[1:]`` as its
+arguments, so nothing in a job's params is ever parsed by ``/bin/sh``. The process gets
+the environment contract of SPEC §5 (``JOB_ID``, ``JOB_PARAMS``, ``JOB_STORAGE``, ...);
+its stdout and stderr lines become the task log, and a stdout line
+``[saveJobStorage] {json}`` saves the job storage for the next run. It runs in its own
+process group, so a cancel or timeout stops whatever it started as well.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import threading
+from typing import IO
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from workers.builtin.shellenv import shell_environment
+from workers.context import TaskContext
+from workers.outcomes import Completed, Failed
+from workers.registry import processor
+from workers.tasklog import LogStream
+
+SAVE_STORAGE_PREFIX = "[saveJobStorage]"
+TERM_GRACE_S = 5.0
+# How often a running process's task is checked for a cancel request.
+CANCEL_POLL_S = 0.1
+# After the process exits, how long its output may take to drain (a child it left
+# behind may still hold the pipes).
+DRAIN_S = 2.0
+# A longer line is read in pieces; it bounds the memory a line without newline takes.
+MAX_READ_BYTES = 1024 * 1024
+
+
+class ShellParams(BaseModel):
+    """The params of a ``shell`` task."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    argv: list[str] = Field(min_length=1)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+
+
+@processor("shell")
+def shell(ctx: TaskContext) -> Completed | Failed:
+    """Run ``argv`` to its end (or until cancelled); exit code 0 is success."""
+    try:
+        params = ShellParams.model_validate(ctx.params)
+    except ValidationError as exc:
+        return Failed(_describe(exc))
+    try:
+        proc = subprocess.Popen(  # noqa: S603 - an argv list from the job, by design
+            params.argv,
+            shell=False,
+            env=shell_environment(ctx, params.env),
+            cwd=params.cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return Failed(f"cannot start {params.argv[0]!r}: {exc}")
+    readers = [_read_lines(ctx, proc.stdout, "stdout"), _read_lines(ctx, proc.stderr, "stderr")]
+    code = _wait(ctx, proc)
+    _drain(ctx, proc, readers)
+    output = {"exit_code": code}
+    if ctx.cancelled:
+        return Failed(f"canceled: exit code {code}", output)
+    if code == 0:
+        return Completed(output)
+    return Failed(f"exit code {code}", output)
+
+
+def _describe(error: ValidationError) -> str:
+    problems = [
+        f"params.{'.'.join(str(part) for part in item['loc'])}: {item['msg']}"
+        for item in error.errors()
+    ]
+    return "invalid shell params: " + "; ".join(problems)
+
+
+def _read_lines(ctx: TaskContext, pipe: IO[bytes] | None, stream: LogStream) -> threading.Thread:
+    def read() -> None:
+        assert pipe is not None
+        with pipe:
+            for raw in iter(lambda: pipe.readline(MAX_READ_BYTES), b""):
+                line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+                if stream == "stdout" and line.startswith(SAVE_STORAGE_PREFIX):
+                    _save_storage(ctx, line[len(SAVE_STORAGE_PREFIX) :])
+                ctx.log(line, stream)
+
+    thread = threading.Thread(target=read, name=f"{stream} {ctx.idempotency_key}", daemon=True)
+    thread.start()
+    return thread
+
+
+def _save_storage(ctx: TaskContext, text: str) -> None:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        ctx.log(f"[stellwerk] {SAVE_STORAGE_PREFIX} ignored, not JSON: {exc}")
+        return
+    if not isinstance(value, dict):
+        ctx.log(f"[stellwerk] {SAVE_STORAGE_PREFIX} ignored, not a JSON object")
+        return
+    ctx.save_storage(value)
+
+
+def _wait(ctx: TaskContext, proc: subprocess.Popen[bytes]) -> int:
+    """The exit code; on cancel, after stopping the process group."""
+    while True:
+        try:
+            return proc.wait(timeout=CANCEL_POLL_S)
+        except subprocess.TimeoutExpired:
+            if ctx.cancelled:
+                return _terminate(ctx, proc)
+
+
+def _terminate(ctx: TaskContext, proc: subprocess.Popen[bytes]) -> int:
+    """SIGTERM to the process group, SIGKILL if it is still there after a grace period."""
+    ctx.log(f"[stellwerk] stopping process group {proc.pid} (SIGTERM)")
+    _signal_group(proc, signal.SIGTERM)
+    try:
+        return proc.wait(timeout=TERM_GRACE_S)
+    except subprocess.TimeoutExpired:
+        ctx.log(f"[stellwerk] still running after {TERM_GRACE_S:g} s: SIGKILL")
+        _signal_group(proc, signal.SIGKILL)
+        return proc.wait()
+
+
+def _drain(
+    ctx: TaskContext, proc: subprocess.Popen[bytes], readers: list[threading.Thread]
+) -> None:
+    """Read the output to its end; kill what the process left behind holding it open."""
+    for reader in readers:
+        reader.join(DRAIN_S)
+    if any(reader.is_alive() for reader in readers):
+        ctx.log("[stellwerk] the process exited but its output is still open: killing its group")
+        _signal_group(proc, signal.SIGKILL)
+        for reader in readers:
+            reader.join(DRAIN_S)
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, sig)

@@ -1,0 +1,72 @@
+"""``stellwerk worker``: a Celery worker serving the queues of some task types.
+
+The CLI builds the settings and calls :func:`run_worker`; everything the worker needs
+is built here, in this process, and nothing at import time.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+import socket
+from collections.abc import Sequence
+
+import redis
+from celery.utils.nodenames import default_nodename
+
+import workers.builtin  # noqa: F401 - registers the built-in processors
+from common.config import Settings
+from common.messaging.messages import task_queue
+from workers.liveness import LivenessBeacon
+from workers.pool import CooperativeThreadPool
+from workers.registry import default_registry
+from workers.runtime import build_worker_app, require_redis_url
+
+logger = logging.getLogger(__name__)
+
+
+def run_worker(
+    settings: Settings,
+    types: list[str],
+    concurrency: int = 16,
+    pool: str = "threads",
+    hostname: str | None = None,
+    *,
+    imports: Sequence[str] = (),
+) -> None:
+    """Serve ``tasks.<type>`` for each of ``types`` until the worker is stopped.
+
+    ``imports`` names modules of user processors to import first (their
+    ``@processor`` decorators register them). A thread pool is the default so that a
+    few long ``sleep`` or ``shell`` tasks never block the others.
+    """
+    for module in imports:
+        importlib.import_module(module)
+    if not types:
+        raise ValueError("a worker needs at least one task type to serve")
+    default_registry.require(types)
+    redis_url = require_redis_url(settings)
+    # Normalised as Celery will ("host" → "celery@host"), so that the liveness record
+    # and the results name the worker alike.
+    hostname = default_nodename(hostname or f"worker-{os.getpid()}@{socket.gethostname()}")
+    app = build_worker_app(settings, default_registry)
+    worker = app.Worker(
+        hostname=hostname,
+        queues=[task_queue(task_type) for task_type in types],
+        pool=CooperativeThreadPool if pool == "threads" else pool,
+        concurrency=concurrency,
+        prefetch_multiplier=1,
+        without_gossip=True,
+        without_mingle=True,
+        without_heartbeat=True,
+        task_events=False,
+        loglevel="INFO",
+        redirect_stdouts=False,
+        quiet=True,
+    )
+    logger.info("%s serving %s with %d %s", hostname, ", ".join(types), concurrency, pool)
+    with LivenessBeacon(redis.Redis.from_url(redis_url), hostname, types, concurrency):
+        worker.start()
+    if worker.exitcode:
+        raise SystemExit(worker.exitcode)

@@ -1,0 +1,48 @@
+"""The worker's Celery application: one task, ``stellwerk.execute``, for every type.
+
+Each ``tasks.<type>`` queue carries ``stellwerk.execute`` messages whose single argument
+is a ``TaskDispatch``; which types a worker serves is decided by the queues it consumes
+(see ``workers.main``), not by the task name.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import redis
+from celery import Celery, Task
+
+from common.config import Settings
+from common.messaging.celery_app import make_celery
+from common.messaging.messages import EXECUTE_TASK
+from common.messaging.publisher import Publisher
+from workers.executor import Executor
+from workers.registry import Registry
+
+
+def require_redis_url(settings: Settings) -> str:
+    """The Redis URL, which a worker cannot run without."""
+    if not settings.redis_url:
+        raise RuntimeError("STELLWERK_REDIS_URL is not set: the worker needs the broker")
+    return settings.redis_url
+
+
+def build_worker_app(settings: Settings, registry: Registry) -> Celery:
+    """A Celery app whose ``stellwerk.execute`` runs dispatches with ``registry``."""
+    redis_url = require_redis_url(settings)
+    app = make_celery(redis_url, name="stellwerk-worker")
+    client = redis.Redis.from_url(redis_url)
+    executor = Executor(
+        registry,
+        client,
+        Publisher(client),
+        heartbeat_interval=settings.heartbeat_interval,
+    )
+    fallback_name = socket.gethostname()
+
+    @app.task(name=EXECUTE_TASK, bind=True, ignore_result=True)
+    def execute(self: Task[Any, Any], payload: object) -> None:
+        executor.handle(payload, worker=self.request.hostname or fallback_name)
+
+    return app
