@@ -1,22 +1,24 @@
 """The transactional outbox: messages are written with the change that causes them.
 
-A state change and its messages commit in one transaction (:func:`enqueue`); the relay
-publishes them afterwards and deletes each row in the same transaction that locked it.
-A crash after publishing and before the delete commits re-sends the row later: a
-duplicate, which every consumer ignores; a row is never lost. ``FOR UPDATE SKIP
-LOCKED`` lets the engine (its own rows, at once) and every beat (what is left) relay
-side by side without sending a row twice in the normal course.
+A state change and its messages commit in one transaction (:func:`enqueue`). Right
+after the commit, the writer publishes the messages it holds and deletes their rows
+(:meth:`OutboxRelay.publish_written`); a crash in between leaves the rows, and the
+beat's :meth:`OutboxRelay.relay_pending` sends whatever has been left for longer than
+a grace period, deleting each row in the transaction that locked it. A row is never
+lost; it can be sent twice only after a crash or a writer slower than the grace
+period, and every consumer ignores a duplicate.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 
-from sqlalchemy import delete, insert, select
+from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.messaging.publisher import Outgoing, Publisher
-from common.persistence.models import OutboxMessage
+from common.persistence.models import OutboxMessage, table_of
 
 
 def enqueue(session: Session, messages: Sequence[Outgoing]) -> list[int]:
@@ -27,7 +29,8 @@ def enqueue(session: Session, messages: Sequence[Outgoing]) -> list[int]:
         {"queue": m.queue, "task_name": m.task_name, "task_id": m.task_id, "payload": m.payload}
         for m in messages
     ]
-    result = session.execute(insert(OutboxMessage).returning(OutboxMessage.id), rows)
+    table = table_of(OutboxMessage)
+    result = session.execute(insert(table).returning(table.c.id), rows)
     return list(result.scalars())
 
 
@@ -44,9 +47,23 @@ class OutboxRelay:
             return 0
         return self._relay(select(OutboxMessage).where(OutboxMessage.id.in_(ids)))
 
-    def relay_pending(self, limit: int = 5000) -> int:
-        """Relay whatever is left in the outbox, oldest first."""
+    def publish_written(self, ids: Sequence[int], messages: Sequence[Outgoing]) -> None:
+        """Publish messages whose rows the caller has just committed, then delete the rows.
+
+        No lock and no re-read: the caller still holds the messages. The beat leaves
+        rows younger than its grace period alone, so it does not race this.
+        """
+        if not ids:
+            return
+        self._publisher.publish(messages)
+        with self._sessions.begin() as session:
+            session.execute(delete(OutboxMessage).where(OutboxMessage.id.in_(ids)))
+
+    def relay_pending(self, min_age: timedelta = timedelta(0), limit: int = 5000) -> int:
+        """Relay rows left in the outbox for at least ``min_age``, oldest first."""
         query = select(OutboxMessage).order_by(OutboxMessage.id).limit(limit)
+        if min_age > timedelta(0):
+            query = query.where(OutboxMessage.created_at < func.now() - min_age)
         return self._relay(query)
 
     def _relay(self, query: object) -> int:

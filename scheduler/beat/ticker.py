@@ -19,6 +19,9 @@ from scheduler.beat import duties
 log = logging.getLogger(__name__)
 PRUNE_EVERY = timedelta(minutes=1)
 KEEP_CONSUMED = timedelta(days=1)
+# Writers publish their own outbox rows right after commit; the beat sends what a
+# crashed or stalled writer left, once it is this old.
+RELAY_GRACE = timedelta(seconds=2)
 
 
 class Ticker:
@@ -46,7 +49,7 @@ class Ticker:
                 duties.prune_consumed(session, now, KEEP_CONSUMED)
                 self._last_prune = now
         self._relay.relay_ids(ids)
-        self._relay.relay_pending()
+        self._relay.relay_pending(min_age=RELAY_GRACE)
         with self._sessions() as session:
             return duties.next_wakeup(session, self._clock(), self._interval)
 

@@ -70,7 +70,7 @@ class BatchApplier:
                 self._loader.forget(run_id)
             raise
         self._keep(records.values())
-        self._relay.relay_ids(outbox_ids)
+        self._relay.publish_written(outbox_ids, changes.messages)
         return BatchOutcome(len(todo), len(batch) - len(todo), outbox_ids, changes.stops)
 
     def _apply_one(self, run: RunRecord | None, message: Incoming, changes: ChangeSet) -> None:

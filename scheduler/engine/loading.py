@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from common.domain.snapshot import RunSnapshot, TaskRunView
 from common.domain.states import RunState, TaskState
-from common.persistence.models import Run, TaskRun
+from common.persistence.models import Job, Run, TaskRun
 from scheduler.engine.structure import JobStructure, StructureCache
 
 
@@ -49,10 +49,12 @@ class RunLoader:
     def lock(self, session: Session, run_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, RunRecord]:
         """Lock the runs and return their records (missing runs are left out)."""
         rows = session.execute(
-            select(Run.id, Run.job_id, Run.number, Run.state, Run.version, Run.started_at)
+            select(Run.id, Run.job_id, Run.number, Run.state, Run.version, Run.started_at,
+                   Job.version.label("job_version"), Job.last_success_start)
+            .join(Job, Job.id == Run.job_id)
             .where(Run.id.in_(sorted(set(run_ids))))
             .order_by(Run.id)
-            .with_for_update()
+            .with_for_update(of=Run)
         ).all()
         records: dict[uuid.UUID, RunRecord] = {}
         for row in rows:
@@ -60,7 +62,9 @@ class RunLoader:
             if cached is not None and cached.version == row.version:
                 records[row.id] = cached
                 continue
-            job = self._structures.get(session, row.job_id)
+            job = self._structures.get(
+                session, row.job_id, row.job_version, row.last_success_start
+            )
             records[row.id] = self._load(session, row, job)
         return records
 

@@ -65,16 +65,19 @@ class StructureCache:
     def __init__(self) -> None:
         self._cache: dict[uuid.UUID, JobStructure] = {}
 
-    def get(self, session: Session, job_id: uuid.UUID) -> JobStructure:
-        """The structure of ``job_id``, from memory when its version is unchanged."""
-        row = session.execute(
-            select(Job.version, Job.last_success_start, Job.last_success_finish)
-            .where(Job.id == job_id)
-        ).one()
+    def get(
+        self, session: Session, job_id: uuid.UUID, version: int,
+        last_success_start: datetime | None,
+    ) -> JobStructure:
+        """The structure of ``job_id`` at ``version``, from memory when it is cached.
+
+        The caller reads the version (and the last success, which dispatches carry) with
+        the run it locks, so a cache hit costs no query.
+        """
         cached = self._cache.get(job_id)
         if (
-            cached is not None and cached.version == row.version
-            and cached.last_success_start == row.last_success_start
+            cached is not None and cached.version == version
+            and cached.last_success_start == last_success_start
         ):
             return cached
         structure = load_structure(session, job_id)

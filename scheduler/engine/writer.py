@@ -6,36 +6,35 @@ import uuid
 from collections import defaultdict
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import bindparam, insert, select, text, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Session
 
 from common.messaging.notify import notify_message
 from common.persistence.models import (
-    ConsumedMessage,
     Job,
     JobStorage,
     JournalEntry,
     Run,
     TaskLog,
     TaskRun,
+    table_of,
 )
 from common.persistence.outbox import enqueue
 from scheduler.engine.changes import ChangeSet
 from scheduler.engine.loading import RunRecord
 
+CLAIM = text(
+    "INSERT INTO consumed_messages (message_id) SELECT unnest(CAST(:ids AS uuid[])) "
+    "ON CONFLICT DO NOTHING RETURNING message_id"
+)
+
 
 def claim_messages(session: Session, ids: list[uuid.UUID]) -> set[uuid.UUID]:
-    """Record message ids as consumed; return those not seen before."""
+    """Record message ids as consumed; return those not seen before (one statement)."""
     if not ids:
         return set()
-    stmt = (
-        pg_insert(ConsumedMessage)
-        .values([{"message_id": i} for i in ids])
-        .on_conflict_do_nothing()
-        .returning(ConsumedMessage.message_id)
-    )
-    return set(session.scalars(stmt))
+    return set(session.scalars(CLAIM, {"ids": ids}))
 
 
 def read_storage(session: Session, changes: ChangeSet) -> dict[uuid.UUID, dict[str, Any]]:
@@ -58,23 +57,27 @@ def write(session: Session, runs: list[RunRecord], changes: ChangeSet) -> list[i
         session.execute(update(Run).where(Run.id == run.id).values(**values))
         run.version += 1
     if changes.journal:
-        session.execute(insert(JournalEntry), changes.journal)
+        session.execute(insert(table_of(JournalEntry)), changes.journal)
     if changes.logs:
-        session.execute(insert(TaskLog), changes.logs)
+        session.execute(insert(table_of(TaskLog)), changes.logs)
     _write_job_rows(session, changes)
-    messages = list(changes.messages)
-    messages += [notify_message(events) for events in changes.events.values() if events]
-    return enqueue(session, messages)
+    changes.messages += [notify_message(events) for events in changes.events.values() if events]
+    return enqueue(session, changes.messages)
 
 
 def _write_task_runs(session: Session, changes: ChangeSet) -> None:
-    """One executemany per distinct column set (a bulk UPDATE by primary key)."""
+    """One executemany per distinct column set (a Core UPDATE by primary key)."""
     groups: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
     for task_id, cols in changes.tasks.items():
         if cols:
-            groups[tuple(sorted(cols))].append({"id": task_id, **cols})
-    for rows in groups.values():
-        session.execute(update(TaskRun), rows)
+            groups[tuple(sorted(cols))].append({"_id": task_id, **cols})
+    table = table_of(TaskRun)
+    for columns, rows in groups.items():
+        stmt = (
+            update(table).where(table.c.id == bindparam("_id"))
+            .values({name: bindparam(name) for name in columns})
+        )
+        session.execute(stmt, rows)
 
 
 def _write_job_rows(session: Session, changes: ChangeSet) -> None:
