@@ -13,6 +13,7 @@ import socket
 from collections.abc import Sequence
 
 import redis
+from celery.signals import after_setup_logger
 from celery.utils.nodenames import default_nodename
 
 import workers.builtin  # noqa: F401 - registers the built-in processors
@@ -51,6 +52,7 @@ def run_worker(
     # and the results name the worker alike.
     hostname = default_nodename(hostname or f"worker-{os.getpid()}@{socket.gethostname()}")
     app = build_worker_app(settings, default_registry)
+    after_setup_logger.connect(_quiet_per_task_logs, weak=False)
     worker = app.Worker(
         hostname=hostname,
         queues=[task_queue(task_type) for task_type in types],
@@ -70,3 +72,13 @@ def run_worker(
         worker.start()
     if worker.exitcode:
         raise SystemExit(worker.exitcode)
+
+
+def _quiet_per_task_logs(**_: object) -> None:
+    """Celery logs two INFO lines per task ("received", "succeeded").
+
+    At hundreds of tasks a second that is a measurable share of the worker's CPU; the
+    runtime logs what matters about an attempt itself, with its run id, task and attempt.
+    """
+    for name in ("celery.app.trace", "celery.worker.strategy"):
+        logging.getLogger(name).setLevel(logging.WARNING)

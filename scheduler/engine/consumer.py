@@ -23,6 +23,34 @@ log = logging.getLogger(__name__)
 ENGINE_QUEUES = (ACTIVATION_QUEUE, RESULTS_QUEUE)  # activations first: they start runs
 IDLE_WAIT_S = 0.02
 RECOVER_EVERY_S = 10.0
+STATS_EVERY_S = 10.0
+
+
+class BatchStats:
+    """Messages, batches and time spent applying them, logged every few seconds."""
+
+    def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
+        self.messages = 0
+        self.batches = 0
+        self.busy_s = 0.0
+        self._since = time.monotonic()
+
+    def add(self, messages: int, busy_s: float) -> None:
+        """Count one applied batch; log and reset when the period is over."""
+        self.messages += messages
+        self.batches += 1
+        self.busy_s += busy_s
+        elapsed = time.monotonic() - self._since
+        if elapsed >= STATS_EVERY_S:
+            log.info(
+                "applied %d messages in %d batches (%.1f per batch, %.1f ms per batch, "
+                "busy %.0f%%)", self.messages, self.batches, self.messages / self.batches,
+                1000 * self.busy_s / self.batches, 100 * self.busy_s / elapsed,
+            )
+            self._reset()
 
 
 class EngineConsumer:
@@ -36,6 +64,7 @@ class EngineConsumer:
         self._applier = applier
         self._batch_size = batch_size
         self._on_outcome = on_outcome
+        self.stats = BatchStats()
         self.stopping = threading.Event()
 
     def run(self) -> None:
@@ -51,6 +80,7 @@ class EngineConsumer:
                 self._flush(raws)
 
     def _flush(self, raws: list[bytes]) -> None:
+        started = time.monotonic()
         batch = [item for raw in raws if (item := _decode(raw)) is not None]
         try:
             outcome = self._applier.apply(batch)
@@ -62,6 +92,7 @@ class EngineConsumer:
         self._reader.ack()
         if self._on_outcome is not None:
             self._on_outcome(outcome)
+        self.stats.add(len(raws), time.monotonic() - started)
 
 
 def _decode(raw: bytes) -> Incoming | None:

@@ -102,6 +102,6 @@ def test_joins_completed_on_two_engines_at_once_are_dispatched_once(settings: Se
                 JournalEntry.run_id == run_id, JournalEntry.to_state == "READY",
                 JournalEntry.task.like("j%"),
             ).group_by(JournalEntry.task)
-        ).tuples().all()
+        ).all()
     assert len(ready) == JOINS
     assert all(count == 1 for _, count in ready), ready
