@@ -68,6 +68,12 @@ class BatchReader:
         more = self._take(keys=[*self._queues, self._processing], args=[limit - 1])
         return [first, *more]
 
+    def take_more(self, limit: int) -> list[bytes]:
+        """Up to ``limit`` more messages into the same batch, without waiting."""
+        if limit <= 0:
+            return []
+        return list(self._take(keys=[*self._queues, self._processing], args=[limit]))
+
     def ack(self) -> None:
         """Forget the batch taken last: its effects are committed."""
         self._client.delete(self._processing)

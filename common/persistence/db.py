@@ -14,10 +14,14 @@ def sqlalchemy_url(url: str) -> str:
     raise ValueError(f"not a PostgreSQL URL: {url.rsplit('@', maxsplit=1)[-1]!r}")
 
 
-def make_engine(url: str, pool_size: int = 5) -> Engine:
-    """An engine with pre-ping, so a restarted server does not break a long-lived process."""
+def make_engine(url: str, pool_size: int = 5, *, pre_ping: bool = True) -> Engine:
+    """An engine; pre-ping makes a restarted server harmless to a long-lived process.
+
+    The stellwerk engine turns pre-ping off: it costs a round trip per transaction, and
+    a batch that fails on a dead connection is requeued and retried anyway.
+    """
     return create_engine(
-        sqlalchemy_url(url), pool_pre_ping=True, pool_size=pool_size, max_overflow=10
+        sqlalchemy_url(url), pool_pre_ping=pre_ping, pool_size=pool_size, max_overflow=10
     )
 
 

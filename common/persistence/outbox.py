@@ -1,10 +1,11 @@
 """The transactional outbox: messages are written with the change that causes them.
 
 A state change and its messages commit in one transaction (:func:`enqueue`). Right
-after the commit, the writer publishes the messages it holds and deletes their rows
-(:meth:`OutboxRelay.publish_written`); a crash in between leaves the rows, and the
-beat's :meth:`OutboxRelay.relay_pending` sends whatever has been left for longer than
-a grace period, deleting each row in the transaction that locked it. A row is never
+after the commit, the writer publishes the messages it holds
+(:meth:`OutboxRelay.publish_written`) and deletes their rows in its next transaction
+(:func:`forget`); a crash in between leaves the rows, and the beat's
+:meth:`OutboxRelay.relay_pending` sends whatever has been left for longer than a grace
+period, deleting each row in the transaction that locked it. A row is never
 lost; it can be sent twice only after a crash or a writer slower than the grace
 period, and every consumer ignores a duplicate.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import timedelta
 
-from sqlalchemy import delete, func, insert, select
+from sqlalchemy import any_, bindparam, delete, func, insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.messaging.publisher import Outgoing, Publisher
@@ -30,8 +31,28 @@ def enqueue(session: Session, messages: Sequence[Outgoing]) -> list[int]:
         for m in messages
     ]
     table = table_of(OutboxMessage)
-    result = session.execute(insert(table).returning(table.c.id), rows)
+    result = session.connection().execute(insert(table).returning(table.c.id), rows)
     return list(result.scalars())
+
+
+def forget(session: Session, ids: Sequence[int]) -> None:
+    """Delete outbox rows that have been published, inside the caller's transaction."""
+    if ids:
+        table = table_of(OutboxMessage)
+        stmt = delete(table).where(table.c.id == any_(bindparam("ids")))
+        session.connection().execute(stmt, {"ids": list(ids)})
+
+
+def forget_now(sessions: sessionmaker[Session], ids: Sequence[int]) -> None:
+    """Delete published rows in a transaction of their own, without waiting for the WAL.
+
+    Losing this delete in a server crash costs a duplicate relay, which every consumer
+    ignores.
+    """
+    if ids:
+        with sessions.begin() as session:
+            session.connection().exec_driver_sql("SET LOCAL synchronous_commit = off")
+            forget(session, ids)
 
 
 class OutboxRelay:
@@ -47,17 +68,14 @@ class OutboxRelay:
             return 0
         return self._relay(select(OutboxMessage).where(OutboxMessage.id.in_(ids)))
 
-    def publish_written(self, ids: Sequence[int], messages: Sequence[Outgoing]) -> None:
-        """Publish messages whose rows the caller has just committed, then delete the rows.
+    def publish_written(self, messages: Sequence[Outgoing]) -> None:
+        """Publish messages whose rows the caller has just committed.
 
-        No lock and no re-read: the caller still holds the messages. The beat leaves
-        rows younger than its grace period alone, so it does not race this.
+        No lock and no re-read: the caller still holds the messages, and deletes their
+        rows afterwards (:func:`forget`), in its next transaction. The beat leaves rows
+        younger than its grace period alone, so it does not race this.
         """
-        if not ids:
-            return
         self._publisher.publish(messages)
-        with self._sessions.begin() as session:
-            session.execute(delete(OutboxMessage).where(OutboxMessage.id.in_(ids)))
 
     def relay_pending(self, min_age: timedelta = timedelta(0), limit: int = 5000) -> int:
         """Relay rows left in the outbox for at least ``min_age``, oldest first."""

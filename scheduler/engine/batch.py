@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from common.domain.machine import Refused, advance
 from common.domain.states import RUN_TERMINAL
 from common.messaging.messages import Activation, TaskResult
-from common.persistence.outbox import OutboxRelay
+from common.persistence.outbox import OutboxRelay, forget_now
 from scheduler.engine.changes import ChangeSet
 from scheduler.engine.incoming import Incoming, activation_event, result_event
 from scheduler.engine.loading import RunLoader, RunRecord
@@ -51,6 +51,9 @@ class BatchApplier:
         self._relay = relay
         self._lease_ttl = lease_ttl
         self._clock = clock
+        # Outbox rows already published, deleted in the next transaction (or by flush):
+        # one commit per batch instead of two.
+        self._published: list[int] = []
 
     def apply(self, batch: Sequence[Incoming]) -> BatchOutcome:
         """Apply, commit, then relay the outbox rows the batch wrote."""
@@ -64,14 +67,21 @@ class BatchApplier:
                 for message in todo:
                     self._apply_one(records.get(message.run_id), message, changes)
                 changes.build_dispatches(read_storage(session, changes))
-                outbox_ids = write(session, list(records.values()), changes)
+                outbox_ids = write(session, list(records.values()), changes, self._published)
         except BaseException:
             for run_id in records:
                 self._loader.forget(run_id)
             raise
+        self._published = []
         self._keep(records.values())
-        self._relay.publish_written(outbox_ids, changes.messages)
+        self._relay.publish_written(changes.messages)
+        self._published = outbox_ids
         return BatchOutcome(len(todo), len(batch) - len(todo), outbox_ids, changes.stops)
+
+    def flush(self) -> None:
+        """Delete the rows of what was published last; called when the queues are idle."""
+        forget_now(self._sessions, self._published)
+        self._published = []
 
     def _apply_one(self, run: RunRecord | None, message: Incoming, changes: ChangeSet) -> None:
         if run is None:

@@ -11,13 +11,13 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import select
+from psycopg import Connection as PgConnection
 from sqlalchemy.orm import Session
 
 from common.domain.snapshot import RunSnapshot, TaskRunView
 from common.domain.states import RunState, TaskState
-from common.persistence.models import Job, Run, TaskRun
 from scheduler.engine.structure import JobStructure, StructureCache
 
 
@@ -39,6 +39,21 @@ class RunRecord:
         self.names_by_id = {v: k for k, v in self.task_run_ids.items()}
 
 
+LOCK_RUNS = (
+    "SELECT r.id, r.job_id, r.number, r.state, r.version, r.started_at, j.version, "
+    "j.last_success_start FROM runs r JOIN jobs j ON j.id = r.job_id "
+    "WHERE r.id = ANY(%s) ORDER BY r.id FOR UPDATE OF r"
+)
+LOAD_TASK_RUNS = "SELECT id, name, state, attempt, base FROM task_runs WHERE run_id = %s"
+
+
+def driver(session: Session) -> PgConnection[Any]:
+    """The psycopg connection under the session's current transaction (the hot path)."""
+    connection = session.connection().connection.driver_connection
+    assert isinstance(connection, PgConnection)
+    return connection
+
+
 class RunLoader:
     """Loads runs under lock, reusing cached snapshots when the run's version matches."""
 
@@ -48,24 +63,18 @@ class RunLoader:
 
     def lock(self, session: Session, run_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, RunRecord]:
         """Lock the runs and return their records (missing runs are left out)."""
-        rows = session.execute(
-            select(Run.id, Run.job_id, Run.number, Run.state, Run.version, Run.started_at,
-                   Job.version.label("job_version"), Job.last_success_start)
-            .join(Job, Job.id == Run.job_id)
-            .where(Run.id.in_(sorted(set(run_ids))))
-            .order_by(Run.id)
-            .with_for_update(of=Run)
-        ).all()
+        conn = driver(session)
         records: dict[uuid.UUID, RunRecord] = {}
-        for row in rows:
-            cached = self._cache.get(row.id)
-            if cached is not None and cached.version == row.version:
-                records[row.id] = cached
-                continue
-            job = self._structures.get(
-                session, row.job_id, row.job_version, row.last_success_start
+        for row in conn.execute(LOCK_RUNS, (sorted(set(run_ids)),)).fetchall():
+            run_id, job_id, version, job_version, last_success = (
+                row[0], row[1], row[4], row[6], row[7]
             )
-            records[row.id] = self._load(session, row, job)
+            cached = self._cache.get(run_id)
+            if cached is not None and cached.version == version:
+                records[run_id] = cached
+                continue
+            job = self._structures.get(session, job_id, job_version, last_success)
+            records[run_id] = self._load(conn, row, job)
         return records
 
     def remember(self, record: RunRecord) -> None:
@@ -76,21 +85,17 @@ class RunLoader:
         """Drop a record whose transaction did not commit."""
         self._cache.pop(run_id, None)
 
-    def _load(self, session: Session, row: object, job: JobStructure) -> RunRecord:
-        run_id: uuid.UUID = row.id  # type: ignore[attr-defined]
-        task_rows = session.execute(
-            select(TaskRun.id, TaskRun.name, TaskRun.state, TaskRun.attempt, TaskRun.base)
-            .where(TaskRun.run_id == run_id)
-        ).all()
-        views = {t.name: TaskRunView(TaskState(t.state), t.attempt, t.base) for t in task_rows}
+    def _load(self, conn: PgConnection[Any], row: Any, job: JobStructure) -> RunRecord:
+        run_id, _, number, state, version, started_at = row[:6]
+        task_rows = conn.execute(LOAD_TASK_RUNS, (run_id,)).fetchall()
+        views = {name: TaskRunView(TaskState(st), attempt, base)
+                 for _, name, st, attempt, base in task_rows}
         ordered = {name: views[name] for name in job.tasks if name in views}
         snapshot = RunSnapshot(
-            state=RunState(row.state),  # type: ignore[attr-defined]
-            graph=job.graph, info=job.infos, tasks=ordered,
+            state=RunState(state), graph=job.graph, info=job.infos, tasks=ordered,
             canary=job.canary, failure_threshold=job.failure_threshold,
         )
         return RunRecord(
-            id=run_id, job=job, number=row.number,  # type: ignore[attr-defined]
-            version=row.version, started_at=row.started_at,  # type: ignore[attr-defined]
-            snapshot=snapshot, task_run_ids={t.name: t.id for t in task_rows},
+            id=run_id, job=job, number=number, version=version, started_at=started_at,
+            snapshot=snapshot, task_run_ids={name: id_ for id_, name, *_ in task_rows},
         )

@@ -27,7 +27,7 @@ log = logging.getLogger("stellwerk.engine")
 def build_consumer(settings: Settings) -> EngineConsumer:
     """Wire the engine's parts from settings."""
     database_url, redis_url = settings.require_urls()
-    sessions = make_sessions(make_engine(database_url))
+    sessions = make_sessions(make_engine(database_url, pre_ping=False))
     client = redis.Redis.from_url(redis_url)
     relay = OutboxRelay(sessions, Publisher(client))
     relay.relay_pending()  # repair: what a crash left in the outbox goes out first
@@ -41,7 +41,8 @@ def build_consumer(settings: Settings) -> EngineConsumer:
 
     reader = BatchReader(client, ENGINE_QUEUES, owner=f"engine:{default_owner()}")
     return EngineConsumer(
-        reader, applier, batch_size=settings.engine_batch_size, on_outcome=after_batch
+        reader, applier, batch_size=settings.engine_batch_size,
+        linger=settings.engine_batch_wait, on_outcome=after_batch,
     )
 
 

@@ -1,4 +1,10 @@
-"""Writing a batch's :class:`ChangeSet` in a few set-based statements."""
+"""Writing a batch's :class:`ChangeSet`: hand-written SQL, one pipelined round trip.
+
+This is the engine's hot path. Built with SQLAlchemy, a batch cost about 11 ms of
+Python for 2 ms of database work (statement construction, compilation, result
+processing for some ten statements); as fixed SQL strings sent through psycopg's
+pipeline mode, all writes of a batch go to the server together.
+"""
 
 from __future__ import annotations
 
@@ -6,88 +12,128 @@ import uuid
 from collections import defaultdict
 from typing import Any
 
-from sqlalchemy import bindparam, insert, select, text, update
-from sqlalchemy.dialects.postgresql import insert as pg_insert
+from psycopg import sql
+from psycopg.types.json import Jsonb
 from sqlalchemy.orm import Session
 
 from common.messaging.notify import notify_message
-from common.persistence.models import (
-    Job,
-    JobStorage,
-    JournalEntry,
-    Run,
-    TaskLog,
-    TaskRun,
-    table_of,
-)
-from common.persistence.outbox import enqueue
 from scheduler.engine.changes import ChangeSet
-from scheduler.engine.loading import RunRecord
+from scheduler.engine.loading import RunRecord, driver
 
-CLAIM = text(
-    "INSERT INTO consumed_messages (message_id) SELECT unnest(CAST(:ids AS uuid[])) "
+CLAIM = (
+    "INSERT INTO consumed_messages (message_id) SELECT unnest(%s::uuid[]) "
     "ON CONFLICT DO NOTHING RETURNING message_id"
 )
+FORGET = "DELETE FROM outbox WHERE id = ANY(%s)"
+READ_STORAGE = "SELECT job_id, data FROM job_storage WHERE job_id = ANY(%s)"
+INSERT_JOURNAL = (
+    "INSERT INTO journal (run_id, task, attempt, at, from_state, to_state, reason, actor) "
+    "VALUES (%(run_id)s, %(task)s, %(attempt)s, %(at)s, %(from_state)s, %(to_state)s, "
+    "%(reason)s, %(actor)s)"
+)
+INSERT_LOG = (
+    "INSERT INTO task_logs (task_run_id, attempt, at, stream, line) "
+    "VALUES (%(task_run_id)s, %(attempt)s, %(at)s, %(stream)s, %(line)s)"
+)
+INSERT_OUTBOX = (
+    "INSERT INTO outbox (queue, task_name, task_id, payload) VALUES (%s, %s, %s, %s) "
+    "RETURNING id"
+)
+UPSERT_STORAGE = (
+    "INSERT INTO job_storage (job_id, data, updated_at) VALUES (%s, %s, %s) "
+    "ON CONFLICT (job_id) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at"
+)
+RECORD_SUCCESS = "UPDATE jobs SET last_success_start = %s, last_success_finish = %s WHERE id = %s"
+JSON_COLUMNS = frozenset({"output", "data", "payload"})
 
 
 def claim_messages(session: Session, ids: list[uuid.UUID]) -> set[uuid.UUID]:
     """Record message ids as consumed; return those not seen before (one statement)."""
     if not ids:
         return set()
-    return set(session.scalars(CLAIM, {"ids": ids}))
+    return {row[0] for row in driver(session).execute(CLAIM, (ids,))}
 
 
 def read_storage(session: Session, changes: ChangeSet) -> dict[uuid.UUID, dict[str, Any]]:
     """Job storage of the jobs that get dispatches in this batch."""
-    job_ids = {run.job.id for run, _ in changes.dispatches}
+    job_ids = list({run.job.id for run, _ in changes.dispatches})
     if not job_ids:
         return {}
-    rows = session.execute(
-        select(JobStorage.job_id, JobStorage.data).where(JobStorage.job_id.in_(job_ids))
-    )
-    return {row.job_id: row.data for row in rows}
+    return {row[0]: row[1] for row in driver(session).execute(READ_STORAGE, (job_ids,))}
 
 
-def write(session: Session, runs: list[RunRecord], changes: ChangeSet) -> list[int]:
-    """Persist every change of the batch; return the outbox ids to relay."""
-    _write_task_runs(session, changes)
-    for run in runs:
-        values = {"version": Run.version + 1, "updated_at": changes.now}
-        values.update(changes.runs.get(run.id, {}))
-        session.execute(update(Run).where(Run.id == run.id).values(**values))
-        run.version += 1
-    if changes.journal:
-        session.execute(insert(table_of(JournalEntry)), changes.journal)
-    if changes.logs:
-        session.execute(insert(table_of(TaskLog)), changes.logs)
-    _write_job_rows(session, changes)
+def write(
+    session: Session, runs: list[RunRecord], changes: ChangeSet, published: list[int]
+) -> list[int]:
+    """Persist every change of the batch, and forget ``published`` outbox rows.
+
+    Returns the ids of the outbox rows written, in the order of ``changes.messages``.
+    """
     changes.messages += [notify_message(events) for events in changes.events.values() if events]
-    return enqueue(session, changes.messages)
+    conn = driver(session)
+    outbox = conn.cursor()
+    with conn.pipeline(), conn.cursor() as cur:
+        if published:
+            cur.execute(FORGET, (published,))
+        _write_task_runs(cur, changes)
+        _write_runs(cur, runs, changes)
+        if changes.journal:
+            cur.executemany(INSERT_JOURNAL, changes.journal)
+        if changes.logs:
+            cur.executemany(INSERT_LOG, changes.logs)
+        for job_id, data in changes.storage.items():
+            cur.execute(UPSERT_STORAGE, (job_id, Jsonb(data), changes.now))
+        for job_id, (start, finish) in changes.successes.items():
+            cur.execute(RECORD_SUCCESS, (start, finish, job_id))
+        rows = [(m.queue, m.task_name, m.task_id, Jsonb(m.payload)) for m in changes.messages]
+        if rows:
+            outbox.executemany(INSERT_OUTBOX, rows, returning=True)
+    return _returned_ids(outbox) if rows else []
 
 
-def _write_task_runs(session: Session, changes: ChangeSet) -> None:
-    """One executemany per distinct column set (a Core UPDATE by primary key)."""
-    groups: dict[tuple[str, ...], list[dict[str, Any]]] = defaultdict(list)
+def _returned_ids(cur: Any) -> list[int]:
+    """The ids of an ``executemany(..., returning=True)``, one result set per row."""
+    ids: list[int] = []
+    with cur:
+        while True:
+            ids.append(cur.fetchone()[0])
+            if not cur.nextset():
+                return ids
+
+
+def _update_statement(table: str, columns: tuple[str, ...], extra: str = "") -> sql.Composed:
+    assignments: list[sql.Composable] = [
+        sql.SQL("{} = %s").format(sql.Identifier(c)) for c in columns
+    ]
+    if extra:
+        assignments.append(sql.SQL(extra))
+    return sql.SQL("UPDATE {} SET {} WHERE id = %s").format(
+        sql.Identifier(table), sql.SQL(", ").join(assignments)
+    )
+
+
+def _params(cols: dict[str, Any], columns: tuple[str, ...], row_id: uuid.UUID) -> list[Any]:
+    values = [Jsonb(cols[c]) if c in JSON_COLUMNS and cols[c] is not None else cols[c]
+              for c in columns]
+    return [*values, row_id]
+
+
+def _write_task_runs(cur: Any, changes: ChangeSet) -> None:
+    """One executemany per distinct column set."""
+    groups: dict[tuple[str, ...], list[list[Any]]] = defaultdict(list)
     for task_id, cols in changes.tasks.items():
         if cols:
-            groups[tuple(sorted(cols))].append({"_id": task_id, **cols})
-    table = table_of(TaskRun)
+            columns = tuple(sorted(cols))
+            groups[columns].append(_params(cols, columns, task_id))
     for columns, rows in groups.items():
-        stmt = (
-            update(table).where(table.c.id == bindparam("_id"))
-            .values({name: bindparam(name) for name in columns})
-        )
-        session.execute(stmt, rows)
+        cur.executemany(_update_statement("task_runs", columns), rows)
 
 
-def _write_job_rows(session: Session, changes: ChangeSet) -> None:
-    for job_id, data in changes.storage.items():
-        stmt = pg_insert(JobStorage).values(job_id=job_id, data=data, updated_at=changes.now)
-        session.execute(stmt.on_conflict_do_update(
-            index_elements=[JobStorage.job_id], set_={"data": data, "updated_at": changes.now},
-        ))
-    for job_id, (start, finish) in changes.successes.items():
-        session.execute(
-            update(Job).where(Job.id == job_id)
-            .values(last_success_start=start, last_success_finish=finish)
-        )
+def _write_runs(cur: Any, runs: list[RunRecord], changes: ChangeSet) -> None:
+    """Every locked run gets its version bumped (the snapshot caches key on it)."""
+    for run in runs:
+        cols = {"updated_at": changes.now, **changes.runs.get(run.id, {})}
+        columns = tuple(sorted(cols))
+        stmt = _update_statement("runs", columns, "version = version + 1")
+        cur.execute(stmt, _params(cols, columns, run.id))
+        run.version += 1
