@@ -17,7 +17,7 @@ from common.messaging.keys import CLAIM_TTL, cancel_key, claim_key
 from common.messaging.messages import TaskDispatch, TaskResult, utcnow
 from common.messaging.publisher import Publisher
 from workers.context import TaskContext, attempt_label
-from workers.heartbeat import Heartbeat
+from workers.heartbeat import Heartbeat, Watchdog
 from workers.invoke import invoke
 from workers.outcomes import Accepted, Completed, Failed, Outcome, Rejected
 from workers.registry import Registry, UnknownTaskTypeError
@@ -51,6 +51,7 @@ class Executor:
         self._publisher = publisher
         self._interval_s = heartbeat_interval.total_seconds()
         self._clock = clock
+        self._watchdog = Watchdog()
 
     def handle(self, payload: object, worker: str) -> None:
         """Run the attempt ``payload`` describes, at most once per idempotency key."""
@@ -69,7 +70,9 @@ class Executor:
         ctx = TaskContext.from_dispatch(dispatch, clock=self._clock)
         reporter = ResultReporter(self._publisher, dispatch, worker, started_at=self._clock())
         cancel_requested = self._cancel_probe(dispatch.idempotency_key)
-        with Heartbeat(ctx, reporter, cancel_requested, interval_s=self._interval_s) as beat:
+        with Heartbeat(
+            ctx, reporter, cancel_requested, interval_s=self._interval_s, watchdog=self._watchdog
+        ) as beat:
             outcome = invoke(processor, ctx)
         _report(reporter, ctx, outcome, timed_out=beat.timed_out)
 
