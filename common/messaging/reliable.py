@@ -69,7 +69,7 @@ class BatchReader:
         return [first, *more]
 
     def take_more(self, limit: int) -> list[bytes]:
-        """Up to ``limit`` more messages into the same batch, without waiting."""
+        """Up to ``limit`` messages (into the current batch), without waiting."""
         if limit <= 0:
             return []
         return list(self._take(keys=[*self._queues, self._processing], args=[limit]))

@@ -19,9 +19,11 @@ from scheduler.beat import duties
 log = logging.getLogger(__name__)
 PRUNE_EVERY = timedelta(minutes=1)
 KEEP_CONSUMED = timedelta(days=1)
-# Writers publish their own outbox rows right after commit; the beat sends what a
-# crashed or stalled writer left, once it is this old.
-RELAY_GRACE = timedelta(seconds=2)
+# Writers publish their own outbox rows right after commit and delete them in their
+# next transaction; the beat sends what a crashed writer left, once it is this old.
+# Generous on purpose: publishing a 10,000-task fan-out takes seconds, and a grace
+# shorter than that made the beat send half of it a second time (measured).
+RELAY_GRACE = timedelta(seconds=30)
 
 
 class Ticker:

@@ -66,7 +66,6 @@ class EngineConsumer:
         self._applier = applier
         self._batch_size = batch_size
         self._linger_s = linger.total_seconds()
-        self._loaded = False
         self._on_outcome = on_outcome
         self.stats = BatchStats()
         self.stopping = threading.Event()
@@ -86,17 +85,19 @@ class EngineConsumer:
                 self._idle()
 
     def _take(self) -> list[bytes]:
-        """A batch; under continuous load a small one waits a moment to grow.
+        """A batch; when a backlog is waiting, a small batch waits a moment to grow.
 
-        Each batch costs a transaction whatever its size, so when messages keep coming
-        a few milliseconds of waiting buy far more throughput than they cost latency.
-        An engine that was idle answers the first message at once (a chain's steps).
+        Each batch costs a transaction whatever its size, so while messages queue up a
+        few milliseconds of waiting buy far more throughput than they cost latency. A
+        message that arrives while the engine waits (a chain's next step) is applied at
+        once.
         """
-        raws = self._reader.take(self._batch_size, IDLE_WAIT_S)
-        if raws and self._loaded and len(raws) < self._batch_size // 4 and self._linger_s:
+        raws = self._reader.take_more(self._batch_size)
+        if not raws:
+            return self._reader.take(self._batch_size, IDLE_WAIT_S)
+        if len(raws) < self._batch_size // 4 and self._linger_s:
             self.stopping.wait(self._linger_s)
             raws += self._reader.take_more(self._batch_size - len(raws))
-        self._loaded = bool(raws)
         return raws
 
     def _idle(self) -> None:
