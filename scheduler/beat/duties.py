@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from sqlalchemy import delete, func, select, update
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from common.messaging.messages import ACTIVATE_TASK, ACTIVATION_QUEUE, Activation, Signal
 from common.messaging.publisher import Outgoing
@@ -42,27 +42,29 @@ def start_due_runs(session: Session, now: datetime) -> list[int]:
 
 def fire_due_retries(session: Session, now: datetime) -> list[int]:
     """Send the retry of every SOFT_FAILED attempt whose backoff has passed."""
-    due = select(TaskRun.id).where(TaskRun.retry_at <= now).limit(BATCH).with_for_update(
-        skip_locked=True
-    )
-    rows = session.execute(
-        update(TaskRun).where(TaskRun.id.in_(due)).values(retry_at=None)
-        .returning(TaskRun.run_id, TaskRun.name, TaskRun.attempt)
-    ).all()
-    return enqueue(session, [_activation(r.run_id, "retry_due", r.name, r.attempt) for r in rows])
+    return _signal_due_attempts(session, TaskRun.retry_at, now, "retry_due")
 
 
 def expire_leases(session: Session, now: datetime) -> list[int]:
     """Report attempts whose worker stopped renewing its lease: presumed dead."""
-    due = select(TaskRun.id).where(TaskRun.lease_expires_at <= now).limit(BATCH).with_for_update(
-        skip_locked=True
-    )
+    return _signal_due_attempts(session, TaskRun.lease_expires_at, now, "lease_expired")
+
+
+def _signal_due_attempts(
+    session: Session, due_at: InstrumentedAttribute[datetime | None], now: datetime,
+    signal: Signal,
+) -> list[int]:
+    """Clear ``due_at`` on the attempts it has passed and tell the engine about each.
+
+    Clearing and the outbox rows commit together, so an attempt is signalled once;
+    the engine ignores a signal for an attempt that is no longer current.
+    """
+    due = select(TaskRun.id).where(due_at <= now).limit(BATCH).with_for_update(skip_locked=True)
     rows = session.execute(
-        update(TaskRun).where(TaskRun.id.in_(due)).values(lease_expires_at=None)
+        update(TaskRun).where(TaskRun.id.in_(due)).values({due_at: None})
         .returning(TaskRun.run_id, TaskRun.name, TaskRun.attempt)
     ).all()
-    messages = [_activation(r.run_id, "lease_expired", r.name, r.attempt) for r in rows]
-    return enqueue(session, messages)
+    return enqueue(session, [_activation(r.run_id, signal, r.name, r.attempt) for r in rows])
 
 
 def next_wakeup(session: Session, now: datetime, interval: timedelta) -> datetime:

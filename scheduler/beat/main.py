@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-import signal
-from types import FrameType
-
 import redis
 
 from common.config import Settings
@@ -14,8 +10,7 @@ from common.messaging.publisher import Publisher
 from common.persistence.db import make_engine, make_sessions
 from common.persistence.outbox import OutboxRelay
 from scheduler.beat.ticker import Ticker
-
-log = logging.getLogger("stellwerk.beat")
+from scheduler.service import run_until_signalled
 
 
 def build_ticker(settings: Settings) -> Ticker:
@@ -28,14 +23,4 @@ def build_ticker(settings: Settings) -> Ticker:
 
 def run_beat(settings: Settings) -> None:
     """Tick until SIGTERM or SIGINT."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s beat %(levelname)s %(message)s")
-    ticker = build_ticker(settings)
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        ticker.stopping.set()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    log.info("beat started")
-    ticker.run()
-    log.info("beat stopped")
+    run_until_signalled("beat", build_ticker(settings))

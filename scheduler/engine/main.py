@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-import signal
-from types import FrameType
-
 import redis
 
 from common.config import Settings
@@ -20,8 +16,7 @@ from scheduler.engine.consumer import ENGINE_QUEUES, EngineConsumer
 from scheduler.engine.loading import RunLoader
 from scheduler.engine.stopper import Stopper
 from scheduler.engine.structure import StructureCache
-
-log = logging.getLogger("stellwerk.engine")
+from scheduler.service import run_until_signalled
 
 
 def build_consumer(settings: Settings) -> EngineConsumer:
@@ -48,14 +43,4 @@ def build_consumer(settings: Settings) -> EngineConsumer:
 
 def run_engine(settings: Settings) -> None:
     """Consume activations and results until SIGTERM or SIGINT."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s engine %(levelname)s %(message)s")
-    consumer = build_consumer(settings)
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        consumer.stopping.set()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    log.info("engine started")
-    consumer.run()
-    log.info("engine stopped")
+    run_until_signalled("engine", build_consumer(settings))

@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
 import threading
-from types import FrameType
 from typing import Any
 
 import redis
@@ -21,6 +19,7 @@ from pydantic import ValidationError
 
 from common.config import Settings
 from common.messaging.messages import NOTIFY_QUEUE, NotifyBatch
+from scheduler.service import run_until_signalled
 
 log = logging.getLogger("stellwerk.notify")
 EVENTS_CHANNEL = "stellwerk:events"
@@ -63,13 +62,5 @@ class NotifyRunner:
 
 def run_notify(settings: Settings) -> None:
     """Run the notify runner until SIGTERM or SIGINT."""
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s notify %(levelname)s %(message)s")
     _, redis_url = settings.require_urls()
-    runner = NotifyRunner(redis_url)
-
-    def stop(signum: int, frame: FrameType | None) -> None:
-        runner.stopping.set()
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    runner.run()
+    run_until_signalled("notify", NotifyRunner(redis_url))
