@@ -14,6 +14,7 @@ from fastapi import FastAPI
 from common.config import Settings
 from common.messaging.messages import utcnow
 from scheduler.api.errors import install_error_handlers
+from scheduler.api.landing import landing_router
 from scheduler.api.resources import Clock, Resources
 from scheduler.api.routes import api_router
 
@@ -41,8 +42,10 @@ def create_app(settings: Settings, *, clock: Clock = utcnow) -> FastAPI:
 
     app = FastAPI(
         title="Stellwerk", version="1", lifespan=lifespan,
-        openapi_url=f"{base}/openapi.json", docs_url=f"{base}/docs", redoc_url=None,
+        # No Swagger page: it loads its assets from a CDN, and nothing here may.
+        openapi_url=f"{base}/openapi.json", docs_url=None, redoc_url=None,
     )
     install_error_handlers(app)
     app.include_router(api_router(), prefix=base)
+    app.include_router(landing_router(base), prefix=base.removesuffix(API_VERSION_PATH))
     return app

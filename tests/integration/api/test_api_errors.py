@@ -165,3 +165,13 @@ def test_unknown_route_is_a_problem_too(client: TestClient) -> None:
 
     assert response.status_code == 404
     assert response.headers["content-type"] == "application/problem+json"
+
+
+def test_the_root_page_points_at_the_api_and_loads_nothing_from_outside(
+    anonymous: TestClient,
+) -> None:
+    page = anonymous.get("/")
+    assert page.status_code == 200
+    assert "/api/v1/openapi.json" in page.text
+    assert "<script" not in page.text and "<link" not in page.text
+    assert anonymous.get("/api/v1/docs").status_code == 404  # Swagger would need a CDN
