@@ -1,0 +1,51 @@
+"""compose.yaml: the services SPEC §7 names, from one image, and valid for Compose."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPONENTS = {"migrate", "api", "beat", "engine", "worker", "notify"}
+
+
+def compose() -> dict[str, Any]:
+    return dict(yaml.safe_load((ROOT / "compose.yaml").read_text()))
+
+
+def test_every_component_is_a_service_of_the_one_image() -> None:
+    services = compose()["services"]
+    assert {"postgres", "redis"} | COMPONENTS <= set(services)
+    for name in COMPONENTS:
+        assert services[name]["image"] == "stellwerk:latest", name
+        assert services[name]["command"][0] == name, name
+        assert "STELLWERK_DATABASE_URL" in services[name]["environment"], name
+    assert services["beat"]["deploy"]["replicas"] == 2
+    for name in ("postgres", "redis", "api"):
+        assert "healthcheck" in services[name], name
+
+
+def compose_command() -> list[str] | None:
+    """``docker compose`` (v2) or ``docker-compose`` (v1), whichever is installed."""
+    docker = shutil.which("docker")
+    if docker and subprocess.run([docker, "compose", "version"], capture_output=True,
+                                 check=False).returncode == 0:
+        return [docker, "compose"]
+    legacy = shutil.which("docker-compose")
+    return [legacy] if legacy else None
+
+
+def test_compose_validates_the_file() -> None:
+    command = compose_command()
+    if command is None:
+        pytest.skip("neither `docker compose` nor `docker-compose` is installed")
+    env = {**os.environ, "STELLWERK_ADMIN_TOKEN": "validate-only"}
+    result = subprocess.run([*command, "-f", str(ROOT / "compose.yaml"), "config", "-q"],
+                            capture_output=True, text=True, env=env, check=False)
+    assert result.returncode == 0, result.stderr
