@@ -18,7 +18,7 @@ from datetime import datetime, timedelta
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.domain.machine import Refused, advance
-from common.domain.states import RUN_TERMINAL
+from common.domain.states import RUN_TERMINAL, TaskState
 from common.messaging.messages import Activation, TaskResult
 from common.persistence.outbox import OutboxRelay, forget_now
 from scheduler.engine.changes import ChangeSet
@@ -27,6 +27,9 @@ from scheduler.engine.loading import RunLoader, RunRecord
 from scheduler.engine.writer import claim_messages, read_storage, write
 
 log = logging.getLogger(__name__)
+# An attempt in these states can still report: its logs, storage and lease count. A
+# result repeated after the task finished changes nothing, not even the log.
+LIVE = frozenset({TaskState.READY, TaskState.ACTIVE, TaskState.PAUSED})
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,7 @@ class BatchApplier:
                 return
             state = run.snapshot.tasks[task].state
             event = result_event(body, task, state)
-            if body.attempt == run.snapshot.tasks[task].attempt:
+            if body.attempt == run.snapshot.tasks[task].attempt and state in LIVE:
                 changes.record_result(run, task, body)
         if event is None:
             return
