@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Sequence
 
 import redis
@@ -51,6 +52,7 @@ class BatchReader:
         self._owner = owner
         self._processing = PROCESSING.format(owner=owner)
         self._take = client.register_script(_TAKE)
+        self._alive_until = 0.0
 
     def take(self, limit: int, block_s: float) -> list[bytes]:
         """Up to ``limit`` messages; waits up to ``block_s`` on the last queue if all are empty.
@@ -83,8 +85,14 @@ class BatchReader:
         requeue_list(self._client, self._processing)
 
     def heartbeat(self) -> None:
-        """Tell other readers this one is alive (its processing list is not orphaned)."""
-        self._client.set(ALIVE.format(owner=self._owner), "1", ex=ALIVE_TTL_S)
+        """Tell other readers this one is alive (its processing list is not orphaned).
+
+        Refreshed at most once a second: the key lives ``ALIVE_TTL_S``.
+        """
+        now = time.monotonic()
+        if now >= self._alive_until:
+            self._client.set(ALIVE.format(owner=self._owner), "1", ex=ALIVE_TTL_S)
+            self._alive_until = now + 1.0
 
     def recover_orphans(self) -> int:
         """Requeue the processing lists of readers that are gone; return how many messages."""
@@ -97,9 +105,13 @@ class BatchReader:
 
 
 def requeue_list(client: redis.Redis, key: str) -> int:
-    """Move every message of a processing list back to the consuming end of its queue."""
+    """Move every message of a processing list back to the consuming end of its queue.
+
+    The processing list holds the batch newest first; taking from its head and pushing
+    onto the consuming end leaves the oldest message to be consumed first again.
+    """
     moved = 0
-    while (raw := client.rpop(key)) is not None:
+    while (raw := client.lpop(key)) is not None:
         assert isinstance(raw, bytes | str)
         try:
             queue = open_envelope(raw).queue

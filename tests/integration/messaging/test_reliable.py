@@ -1,0 +1,62 @@
+"""The engine's batched reader on real Redis: nothing taken is lost, by crash or error."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from common.messaging.publisher import Outgoing, Publisher
+from common.messaging.reliable import ALIVE, BatchReader
+from common.messaging.wire import open_envelope
+
+QUEUES = ("test.first", "test.second")
+
+
+@pytest.fixture
+def client(redis_url: str) -> Iterator[redis.Redis]:
+    client = redis.Redis.from_url(redis_url)
+    client.delete(*QUEUES)
+    yield client
+    client.delete(*QUEUES)
+
+
+def publish(client: redis.Redis, queue: str, *numbers: int) -> None:
+    Publisher(client).publish(Outgoing(queue, "test.task", {"n": n}) for n in numbers)
+
+
+def numbers(raws: list[bytes]) -> list[int]:
+    return [open_envelope(raw).payload["n"] for raw in raws]
+
+
+def test_takes_in_queue_order_first_queue_first_and_acks(client: redis.Redis) -> None:
+    publish(client, "test.second", 10, 11)
+    publish(client, "test.first", 1, 2)
+    reader = BatchReader(client, QUEUES, owner="t1")
+    assert numbers(reader.take(3, 0.01)) == [1, 2, 10]
+    reader.ack()
+    assert numbers(reader.take(10, 0.01)) == [11]
+    reader.ack()
+    assert reader.take(10, 0.01) == []
+
+
+def test_a_failed_batch_goes_back_to_the_head_of_its_queues(client: redis.Redis) -> None:
+    publish(client, "test.first", 1, 2, 3)
+    reader = BatchReader(client, QUEUES, owner="t2")
+    assert numbers(reader.take(2, 0.01)) == [1, 2]
+    reader.requeue()
+    assert numbers(reader.take(10, 0.01)) == [1, 2, 3]
+    reader.ack()
+
+
+def test_the_batch_of_a_dead_reader_is_recovered_by_another(client: redis.Redis) -> None:
+    publish(client, "test.first", 1, 2)
+    dead = BatchReader(client, QUEUES, owner="dead")
+    assert numbers(dead.take(2, 0.01)) == [1, 2]
+    survivor = BatchReader(client, QUEUES, owner="survivor")
+    assert survivor.recover_orphans() == 0  # the owner is still alive
+    client.delete(ALIVE.format(owner="dead"))  # its liveness key expired
+    assert survivor.recover_orphans() == 2
+    assert numbers(survivor.take(10, 0.01)) == [1, 2]
+    survivor.ack()
