@@ -83,12 +83,16 @@ def raw_celery(redis_url: str, n: int, concurrency: int, procs: Processes) -> fl
     app.send_task("bench.noop", queue=QUEUE)
     wait_for(lambda: client.get(COUNTER) == b"1", 60, "celery worker did not start")
     client.delete(COUNTER)
+    before = procs.cpu_seconds()
     start = time.perf_counter()
     with app.producer_or_acquire() as producer:
         for _ in range(n):
             app.send_task("bench.noop", queue=QUEUE, producer=producer)
     wait_for(lambda: int(client.get(COUNTER) or 0) >= n, 600, "raw celery did not finish")
-    return n / (time.perf_counter() - start)
+    elapsed = time.perf_counter() - start
+    cpu = procs.cpu_seconds()["celery"] - before["celery"]
+    print(f"raw Celery worker: {1000 * cpu / n:.2f} ms CPU per task (wall {elapsed:.1f} s)")
+    return n / elapsed
 
 
 def celery_chord(redis_url: str, n: int) -> float:
@@ -173,6 +177,9 @@ def stellwerk(database_url: str, redis_url: str, args: argparse.Namespace,
     after = procs.cpu_seconds()
     print("CPU seconds during the fan-out run: " + ", ".join(
         f"{name} {after[name] - before[name]:.1f}" for name in after) + f" (wall {elapsed:.1f})")
+    worker_ms = 1000 * (after["worker"] - before["worker"]) / args.tasks
+    engine_ms = 1000 * (after["engine"] - before["engine"]) / args.tasks
+    print(f"Stellwerk: worker {worker_ms:.2f} ms, engine {engine_ms:.2f} ms CPU per task")
     chain_run, _ = run_job(database_url, chain_spec(args.chain), 600)
     return (args.tasks + 2) / elapsed, step_latencies(database_url, chain_run)
 
