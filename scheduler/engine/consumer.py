@@ -128,4 +128,4 @@ def _decode(raw: bytes) -> Incoming | None:
     except ValueError as error:
         log.warning("dropping a message that is no Celery task message: %s", error)
         return None
-    return decode(received.task_name, [[received.payload]])
+    return decode(received.task_name, received.payload)

@@ -1,4 +1,4 @@
-"""Decoding engine input: Celery task messages on the activation and results queues."""
+"""Decoding engine input: the messages on the activation and results queues."""
 
 from __future__ import annotations
 
@@ -25,10 +25,9 @@ class Incoming:
     body: Activation | TaskResult
 
 
-def decode(task_name: str | None, body: Any) -> Incoming | None:
-    """Decode a Celery protocol-2 JSON body ``[args, kwargs, embed]``; None if unusable."""
+def decode(task_name: str | None, payload: Any) -> Incoming | None:
+    """Validate the single argument of an activation or result message; None if unusable."""
     try:
-        payload = body[0][0]
         if task_name == ACTIVATE_TASK:
             model: Activation | TaskResult = Activation.model_validate(payload)
         elif task_name == RESULT_TASK:
@@ -36,7 +35,7 @@ def decode(task_name: str | None, body: Any) -> Incoming | None:
         else:
             log.warning("dropping a message for unknown task %r", task_name)
             return None
-    except (IndexError, KeyError, TypeError, ValidationError) as error:
+    except ValidationError as error:
         log.warning("dropping a malformed %s message: %s", task_name, error)
         return None
     return Incoming(model.message_id, model.run_id, model)
