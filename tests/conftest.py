@@ -147,6 +147,19 @@ def _testcontainers(module: str) -> ModuleType:
         return importlib.import_module(f"testcontainers.{module}")
 
 
+@pytest.fixture(scope="module")
+def quiet_settings(settings: Settings, redis_url: str) -> Iterator[Settings]:
+    """Settings on a Redis database of the module's own, flushed afterwards.
+
+    The e2e system (a real engine and worker) consumes the session's Redis database; a
+    test that drives an engine in-process must not have its dispatches taken by them.
+    """
+    url = _claim_redis_db(redis_url)
+    yield settings.model_copy(update={"redis_url": url})
+    with contextlib.closing(redis.Redis.from_url(url)) as client:
+        client.flushdb()
+
+
 def _claim_redis_db(url: str) -> str:
     """``url`` switched to an empty database index that no other session has claimed.
 

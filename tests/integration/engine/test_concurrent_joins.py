@@ -64,9 +64,11 @@ def finished(run_id: uuid.UUID, ids: dict[str, uuid.UUID], names: list[str]) -> 
     return out
 
 
-def test_joins_completed_on_two_engines_at_once_are_dispatched_once(settings: Settings) -> None:
-    first, sessions = applier(settings)
-    second, _ = applier(settings)
+def test_joins_completed_on_two_engines_at_once_are_dispatched_once(
+    quiet_settings: Settings,
+) -> None:
+    first, sessions = applier(quiet_settings)
+    second, _ = applier(quiet_settings)
     with sessions.begin() as session:
         run_id = create_job(session, diamonds_spec(), now()).run_id
     assert run_id is not None

@@ -23,8 +23,8 @@ def counts(sessions: object, run_id: object, task_id: object) -> tuple[int, int]
     return journal, logs
 
 
-def test_a_redelivered_or_repeated_result_changes_nothing(settings: Settings) -> None:
-    engine, sessions = applier(settings)
+def test_a_redelivered_or_repeated_result_changes_nothing(quiet_settings: Settings) -> None:
+    engine, sessions = applier(quiet_settings)
     spec = JobSpec.model_validate({"name": "idem", "tasks": [
         {"name": "a", "type": "noop", "next": ["b"]}, {"name": "b", "type": "noop"}]})
     with sessions.begin() as session:
