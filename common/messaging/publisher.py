@@ -33,12 +33,14 @@ class Publisher:
 
     def publish(self, messages: Iterable[Outgoing]) -> int:
         """Publish every message, in order; return how many were sent."""
-        sent = 0
-        with self._client.pipeline(transaction=False) as pipe:
-            for item in messages:
-                pipe.lpush(item.queue, envelope(item.queue, item.task_name, item.payload,
-                                                item.task_id))
-                sent += 1
-            if sent:
+        items = [
+            (m.queue, envelope(m.queue, m.task_name, m.payload, m.task_id)) for m in messages
+        ]
+        if len(items) == 1:  # a worker's result: a pipeline object costs more than it saves
+            self._client.lpush(*items[0])
+        elif items:
+            with self._client.pipeline(transaction=False) as pipe:
+                for queue, body in items:
+                    pipe.lpush(queue, body)
                 pipe.execute()
-        return sent
+        return len(items)
