@@ -61,14 +61,13 @@ class BatchReader:
         when idle is at most ``block_s``.
         """
         self.heartbeat()
-        taken = list(self._take(keys=[*self._queues, self._processing], args=[limit]))
-        if taken:
+        if taken := self.take_more(limit):
             return taken
         first = self._client.brpoplpush(self._queues[-1], self._processing, block_s)
         if first is None:
-            return list(self._take(keys=[*self._queues, self._processing], args=[limit]))
-        more = self._take(keys=[*self._queues, self._processing], args=[limit - 1])
-        return [first, *more]
+            return self.take_more(limit)
+        assert isinstance(first, bytes)  # the client does not decode responses
+        return [first, *self.take_more(limit - 1)]
 
     def take_more(self, limit: int) -> list[bytes]:
         """Up to ``limit`` messages (into the current batch), without waiting."""

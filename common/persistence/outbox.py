@@ -2,8 +2,8 @@
 
 A state change and its messages commit in one transaction (:func:`enqueue`). Right
 after the commit, the writer publishes the messages it holds
-(:meth:`OutboxRelay.publish_written`) and deletes their rows in its next transaction
-(:func:`forget`); a crash in between leaves the rows, and the beat's
+(:meth:`OutboxRelay.publish_written`) and deletes their rows in its next transaction;
+a crash in between leaves the rows, and the beat's
 :meth:`OutboxRelay.relay_pending` sends whatever has been left for longer than a grace
 period, deleting each row in the transaction that locked it. A row is never
 lost; it can be sent twice only after a crash or a writer slower than the grace
@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import timedelta
 
-from sqlalchemy import any_, bindparam, delete, func, insert, select
+from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.messaging.publisher import Outgoing, Publisher
@@ -35,26 +35,6 @@ def enqueue(session: Session, messages: Sequence[Outgoing]) -> list[int]:
     return list(result.scalars())
 
 
-def forget(session: Session, ids: Sequence[int]) -> None:
-    """Delete outbox rows that have been published, inside the caller's transaction."""
-    if ids:
-        table = table_of(OutboxMessage)
-        stmt = delete(table).where(table.c.id == any_(bindparam("ids")))
-        session.connection().execute(stmt, {"ids": list(ids)})
-
-
-def forget_now(sessions: sessionmaker[Session], ids: Sequence[int]) -> None:
-    """Delete published rows in a transaction of their own, without waiting for the WAL.
-
-    Losing this delete in a server crash costs a duplicate relay, which every consumer
-    ignores.
-    """
-    if ids:
-        with sessions.begin() as session:
-            session.connection().exec_driver_sql("SET LOCAL synchronous_commit = off")
-            forget(session, ids)
-
-
 class OutboxRelay:
     """Publishes committed outbox rows to Redis and removes them."""
 
@@ -72,7 +52,7 @@ class OutboxRelay:
         """Publish messages whose rows the caller has just committed.
 
         No lock and no re-read: the caller still holds the messages, and deletes their
-        rows afterwards (:func:`forget`), in its next transaction. The beat leaves rows
+        rows afterwards, in its next transaction. The beat leaves rows
         younger than its grace period alone, so it does not race this.
         """
         self._publisher.publish(messages)

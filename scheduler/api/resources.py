@@ -8,12 +8,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import redis
-from celery import Celery
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.config import Settings
-from common.messaging.celery_app import make_celery
 from common.messaging.messages import utcnow
 from common.messaging.publisher import Publisher
 from common.persistence.db import make_engine, make_sessions
@@ -32,7 +30,6 @@ class Resources:
     engine: Engine
     sessions: sessionmaker[Session]
     redis: redis.Redis
-    celery: Celery
     relay: OutboxRelay
     authenticator: Authenticator
     clock: Clock
@@ -43,11 +40,10 @@ class Resources:
         database_url, redis_url = settings.require_urls()
         engine = make_engine(database_url)
         sessions = make_sessions(engine)
-        celery = make_celery(redis_url)
         client = redis.Redis.from_url(redis_url)
         return cls(
             engine=engine, sessions=sessions, redis=client,
-            celery=celery, relay=OutboxRelay(sessions, Publisher(client)),
+            relay=OutboxRelay(sessions, Publisher(client)),
             authenticator=Authenticator(settings.admin_token), clock=clock,
         )
 
@@ -64,6 +60,5 @@ class Resources:
 
     def close(self) -> None:
         """Release the connection pools."""
-        self.celery.close()
         self.redis.close()
         self.engine.dispose()

@@ -20,11 +20,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from common.domain.machine import Refused, advance
 from common.domain.states import RUN_TERMINAL, TaskState
 from common.messaging.messages import Activation, TaskResult
-from common.persistence.outbox import OutboxRelay, forget_now
+from common.persistence.outbox import OutboxRelay
 from scheduler.engine.changes import ChangeSet
 from scheduler.engine.incoming import Incoming, activation_event, result_event
 from scheduler.engine.loading import RunLoader, RunRecord
-from scheduler.engine.writer import claim_messages, read_storage, write
+from scheduler.engine.writer import claim_messages, forget_published, read_storage, write
 
 log = logging.getLogger(__name__)
 # An attempt in these states can still report: its logs, storage and lease count. A
@@ -83,8 +83,10 @@ class BatchApplier:
 
     def flush(self) -> None:
         """Delete the rows of what was published last; called when the queues are idle."""
-        forget_now(self._sessions, self._published)
-        self._published = []
+        if self._published:
+            with self._sessions.begin() as session:
+                forget_published(session, self._published)
+            self._published = []
 
     def _apply_one(self, run: RunRecord | None, message: Incoming, changes: ChangeSet) -> None:
         if run is None:

@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 from common.config import Settings
 from common.domain.spec import JobSpec
 from common.messaging.messages import Activation, TaskResult
-from common.persistence.models import JournalEntry, TaskLog, TaskRun
+from common.persistence.models import JournalEntry, OutboxMessage, TaskLog, TaskRun
 from scheduler.engine.incoming import Incoming
 from scheduler.services.jobs import create_job
 
@@ -52,3 +52,31 @@ def test_a_redelivered_or_repeated_result_changes_nothing(quiet_settings: Settin
     later = engine.apply([Incoming(repeated.message_id, run_id, repeated)])
     assert later.applied == 1
     assert counts(sessions, run_id, task_a) == before
+
+
+def test_published_outbox_rows_are_deleted_by_the_next_batch_or_when_idle(
+    quiet_settings: Settings,
+) -> None:
+    engine, sessions = applier(quiet_settings)
+    spec = JobSpec.model_validate({"name": "forget", "tasks": [{"name": "a", "type": "noop"}]})
+
+    def start_a_run() -> list[int]:
+        with sessions.begin() as session:
+            run_id = create_job(session, spec, datetime.now(UTC)).run_id
+        assert run_id is not None
+        start = Activation(run_id=run_id)
+        ids = engine.apply([Incoming(start.message_id, run_id, start)]).outbox_ids
+        assert ids  # the dispatch of a and the run.started event
+        return ids
+
+    def remaining(ids: list[int]) -> int:
+        with sessions() as session:
+            return len(session.scalars(select(OutboxMessage.id)
+                                       .where(OutboxMessage.id.in_(ids))).all())
+
+    first = start_a_run()
+    assert remaining(first) == len(first)  # published, deleted later
+    second = start_a_run()
+    assert remaining(first) == 0  # by the next batch's transaction
+    engine.flush()
+    assert remaining(second) == 0  # by the idle flush
