@@ -81,7 +81,7 @@ def empty_database_url(server_urls: tuple[str, str]) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def redis_url(server_urls: tuple[str, str]) -> Iterator[str]:
     """An empty Redis database index claimed for this session, flushed at its end."""
-    url = _claim_redis_db(server_urls[1])
+    url = claim_redis_db(server_urls[1])
     yield url
     with contextlib.closing(redis.Redis.from_url(url)) as client:
         client.flushdb()
@@ -154,13 +154,13 @@ def quiet_settings(settings: Settings, redis_url: str) -> Iterator[Settings]:
     The e2e system (a real engine and worker) consumes the session's Redis database; a
     test that drives an engine in-process must not have its dispatches taken by them.
     """
-    url = _claim_redis_db(redis_url)
+    url = claim_redis_db(redis_url)
     yield settings.model_copy(update={"redis_url": url})
     with contextlib.closing(redis.Redis.from_url(url)) as client:
         client.flushdb()
 
 
-def _claim_redis_db(url: str) -> str:
+def claim_redis_db(url: str) -> str:
     """``url`` switched to an empty database index that no other session has claimed.
 
     The claim is a marker key set with NX, so two sessions that both find an index

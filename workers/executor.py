@@ -6,6 +6,7 @@ Free of Celery: the runtime hands each message's payload to :meth:`Executor.hand
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from uuid import UUID
@@ -14,8 +15,9 @@ import redis
 from pydantic import BaseModel, ValidationError
 
 from common.messaging.keys import CLAIM_TTL, cancel_key, claim_key
-from common.messaging.messages import TaskDispatch, TaskResult, utcnow
-from common.messaging.publisher import Publisher
+from common.messaging.messages import TaskBundle, TaskDispatch, TaskResult, utcnow
+from common.messaging.publisher import Publisher, Sink
+from workers.bundle import BundleItems, ResultBuffer
 from workers.context import TaskContext, attempt_label
 from workers.heartbeat import Heartbeat, Watchdog
 from workers.invoke import invoke
@@ -27,12 +29,23 @@ from workers.tasklog import TaskLog
 logger = logging.getLogger(__name__)
 
 
-# Claim and cancel check in one call: a pipeline object costs more CPU to build in
-# redis-py than the round trip it saves.
+# Claim and cancel check of several attempts in one call: for each, whether this worker
+# is the first to claim it and whether it was cancelled. A pipeline object costs more CPU
+# to build in redis-py than the round trips it saves.
 CLAIM_SCRIPT = """
-local claimed = redis.call('SET', KEYS[1], ARGV[1], 'NX', 'EX', ARGV[2]) and 1 or 0
-return {claimed, redis.call('EXISTS', KEYS[2])}
+local answers = {}
+for i = 1, #KEYS, 2 do
+  answers[#answers + 1] = redis.call('SET', KEYS[i], ARGV[1], 'NX', 'EX', ARGV[2]) and 1 or 0
+  answers[#answers + 1] = redis.call('EXISTS', KEYS[i + 1])
+end
+return answers
 """
+
+# A bundle's attempts are claimed in chunks that double while they run fast (up to
+# MAX_CHUNK) and fall back to one when a chunk takes longer than FAST_CHUNK_S: fast
+# attempts share round trips, slow ones stay unclaimed for the spill to share.
+MAX_CHUNK = 16
+FAST_CHUNK_S = 0.01
 
 
 class _AttemptIds(BaseModel):
@@ -52,7 +65,9 @@ class Executor:
         client: redis.Redis,
         publisher: Publisher,
         heartbeat_interval: timedelta,
+        *,
         clock: Callable[[], datetime] = utcnow,
+        spill_after: timedelta = timedelta(milliseconds=200),
     ) -> None:
         self._registry = registry
         self._redis = client
@@ -61,23 +76,58 @@ class Executor:
         self._clock = clock
         self._watchdog = Watchdog()
         self._claim_script = client.register_script(CLAIM_SCRIPT)
+        self._spill_after_s = spill_after.total_seconds()
 
     def handle(self, payload: object, worker: str) -> None:
         """Run the attempt ``payload`` describes, at most once per idempotency key."""
+        dispatch = self._parse(payload, worker)
+        if dispatch is not None and self._claim([dispatch], worker)[0]:
+            self._run(dispatch, worker, self._publisher)
+
+    def handle_bundle(self, payload: object, worker: str) -> None:
+        """Run a bundle's attempts in order; after ``spill_after`` share what is left."""
         try:
-            dispatch = TaskDispatch.model_validate(payload)
+            bundle = TaskBundle.model_validate(payload)
+        except ValidationError as exc:
+            logger.error("dropped a bundle that does not parse: %s", exc)
+            return
+        items = BundleItems(bundle.queue, bundle.dispatches, self._publisher)
+        self._watchdog.schedule(time.monotonic() + self._spill_after_s, items, 0)
+        size = 1
+        while chunk := items.take(size):
+            began = time.monotonic()
+            self._run_chunk(chunk, worker)
+            fast = time.monotonic() - began < FAST_CHUNK_S
+            size = min(2 * size, MAX_CHUNK) if fast else 1
+
+    def _run_chunk(self, payloads: list[object], worker: str) -> None:
+        """Claim the attempts in one call, run them, send their outcomes in one call."""
+        parsed = (self._parse(payload, worker) for payload in payloads)
+        dispatches = [dispatch for dispatch in parsed if dispatch is not None]
+        outcomes = ResultBuffer()
+        for dispatch, claimed in zip(dispatches, self._claim(dispatches, worker), strict=True):
+            if claimed:
+                self._run(dispatch, worker, outcomes)
+        outcomes.flush(self._publisher)
+
+    def _parse(self, payload: object, worker: str) -> TaskDispatch | None:
+        try:
+            return TaskDispatch.model_validate(payload)
         except ValidationError as exc:
             self._reject_malformed(payload, exc, worker)
-            return
-        if not self._claim(dispatch, worker):
-            return
+            return None
+
+    def _run(self, dispatch: TaskDispatch, worker: str, outcomes: Sink) -> None:
+        """Run a claimed attempt; its ``finished`` message goes to ``outcomes``."""
         try:
             processor = self._registry.get(dispatch.type)
         except UnknownTaskTypeError as exc:
-            self._reject(dispatch, worker, f"{exc} on worker {worker}")
+            self._reject(dispatch, worker, f"{exc} on worker {worker}", outcomes)
             return
         ctx = TaskContext.from_dispatch(dispatch, clock=self._clock)
-        reporter = ResultReporter(self._publisher, dispatch, worker, started_at=self._clock())
+        reporter = ResultReporter(
+            self._publisher, dispatch, worker, started_at=self._clock(), outcomes=outcomes
+        )
         cancel_requested = self._cancel_probe(dispatch.idempotency_key)
         with Heartbeat(
             ctx, reporter, cancel_requested, interval_s=self._interval_s, watchdog=self._watchdog
@@ -85,35 +135,40 @@ class Executor:
             outcome = invoke(processor, ctx)
         _report(reporter, ctx, outcome, timed_out=beat.timed_out)
 
-    def _claim(self, dispatch: TaskDispatch, worker: str) -> bool:
-        """Whether this worker may run the attempt: first to claim it, not cancelled.
+    def _claim(self, dispatches: list[TaskDispatch], worker: str) -> list[bool]:
+        """For each attempt, whether this worker may run it: first to claim, not cancelled.
 
         A relay may deliver a dispatch twice, and the broker redelivers a message whose
         worker died; either way the attempt must not run again. The engine requeues a
         lost attempt under a new attempt number, which is a new key.
         """
-        key = dispatch.idempotency_key
-        ttl_s = int(CLAIM_TTL.total_seconds())
-        claimed, cancelled = self._claim_script(
-            keys=[claim_key(key), cancel_key(key)], args=[worker, ttl_s]
-        )
-        label = attempt_label(dispatch.run_id, dispatch.task, dispatch.attempt)
-        if not claimed:
-            logger.info("%s: already claimed (%s), skipped", label, key)
-            return False
-        if cancelled:
-            logger.info("%s: cancelled before it started (%s), skipped", label, key)
-            return False
-        return True
+        if not dispatches:
+            return []
+        keys = []
+        for dispatch in dispatches:
+            keys += [claim_key(dispatch.idempotency_key), cancel_key(dispatch.idempotency_key)]
+        answers = self._claim_script(keys=keys, args=[worker, int(CLAIM_TTL.total_seconds())])
+        allowed = []
+        for i, dispatch in enumerate(dispatches):
+            claimed, cancelled = answers[2 * i], answers[2 * i + 1]
+            label = attempt_label(dispatch.run_id, dispatch.task, dispatch.attempt)
+            if not claimed:
+                logger.info("%s: already claimed (%s), skipped", label, dispatch.idempotency_key)
+            elif cancelled:
+                logger.info("%s: cancelled before it started, skipped", label)
+            allowed.append(bool(claimed and not cancelled))
+        return allowed
 
     def _cancel_probe(self, idempotency_key: str) -> Callable[[], bool]:
         key = cancel_key(idempotency_key)
         return lambda: bool(self._redis.exists(key))
 
-    def _reject(self, dispatch: TaskDispatch, worker: str, message: str) -> None:
+    def _reject(self, dispatch: TaskDispatch, worker: str, message: str, outcomes: Sink) -> None:
         label = attempt_label(dispatch.run_id, dispatch.task, dispatch.attempt)
         logger.error("%s: rejected: %s", label, message)
-        reporter = ResultReporter(self._publisher, dispatch, worker, started_at=self._clock())
+        reporter = ResultReporter(
+            self._publisher, dispatch, worker, started_at=self._clock(), outcomes=outcomes
+        )
         reporter.finished(TaskLog(), "REJECTED", message=message)
 
     def _reject_malformed(self, payload: object, error: ValidationError, worker: str) -> None:

@@ -20,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
+from typing import Protocol
 
 from workers.context import TaskContext
 from workers.reporting import ResultReporter
@@ -29,20 +30,27 @@ logger = logging.getLogger(__name__)
 STARTED_AFTER_S = 0.2
 
 
+class Wakeable(Protocol):
+    """What the watchdog wakes: a heartbeat, or a bundle due to spill."""
+
+    def wake(self, generation: int) -> None:
+        """Called on the watchdog's thread when a wake-up it was given comes due."""
+
+
 class Watchdog:
-    """One thread that wakes each registered heartbeat at its next due time."""
+    """One thread that wakes each registered heartbeat (or bundle) at its due time."""
 
     def __init__(self, monotonic: Callable[[], float] = time.monotonic) -> None:
         self._monotonic = monotonic
         self._due = threading.Condition()
-        self._heap: list[tuple[float, int, Heartbeat, int]] = []
+        self._heap: list[tuple[float, int, Wakeable, int]] = []
         self._order = itertools.count()
         self._thread: threading.Thread | None = None
 
-    def schedule(self, when: float, beat: Heartbeat, generation: int) -> None:
-        """Wake ``beat`` at ``when`` (monotonic seconds) unless it reschedules first."""
+    def schedule(self, when: float, target: Wakeable, generation: int) -> None:
+        """Wake ``target`` at ``when`` (monotonic seconds); it ignores stale generations."""
         with self._due:
-            heapq.heappush(self._heap, (when, next(self._order), beat, generation))
+            heapq.heappush(self._heap, (when, next(self._order), target, generation))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="heartbeats", daemon=True)
                 self._thread.start()
@@ -54,8 +62,11 @@ class Watchdog:
                 while not self._heap or self._heap[0][0] > self._monotonic():
                     timeout = self._heap[0][0] - self._monotonic() if self._heap else None
                     self._due.wait(timeout)
-                _, _, beat, generation = heapq.heappop(self._heap)
-            beat.wake(generation)
+                _, _, target, generation = heapq.heappop(self._heap)
+            try:
+                target.wake(generation)
+            except Exception:  # one failing wake-up must not stop every heartbeat
+                logger.exception("watchdog wake-up failed")
 
 
 class Heartbeat:

@@ -24,19 +24,29 @@ from common.messaging.messages import (
     TaskResult,
 )
 from common.messaging.messages import Outcome as ResultOutcome
-from common.messaging.publisher import Outgoing, Publisher
+from common.messaging.publisher import Outgoing, Publisher, Sink
 from workers.tasklog import TaskLog
 
 logger = logging.getLogger(__name__)
 
 
 class ResultReporter:
-    """Sends the result messages of one attempt, in the order the engine expects."""
+    """Sends the result messages of one attempt, in the order the engine expects.
+
+    ``started`` and heartbeats go out at once; ``finished`` goes to ``outcomes``, which
+    a bundle points at a buffer so that a chunk of short attempts reports in one call.
+    """
 
     def __init__(
-        self, publisher: Publisher, dispatch: TaskDispatch, worker: str, started_at: datetime
+        self,
+        publisher: Publisher,
+        dispatch: TaskDispatch,
+        worker: str,
+        started_at: datetime,
+        outcomes: Sink | None = None,
     ) -> None:
         self._publisher = publisher
+        self._outcomes = outcomes or publisher
         self._dispatch = dispatch
         self._worker = worker
         self._started_at = started_at
@@ -68,7 +78,7 @@ class ResultReporter:
         result = self._result(
             "finished", chunk, outcome=outcome, message=message, output=output, storage=storage
         )
-        self._send(result)
+        self._outcomes.publish([result_message(result)])
 
     def _progress_result(self, logs: list[LogLine]) -> TaskResult:
         kind: ResultKind = "heartbeat" if self._started_sent else "started"

@@ -1,8 +1,9 @@
-"""The worker's Celery application: one task, ``stellwerk.execute``, for every type.
+"""The worker's Celery application: ``stellwerk.execute`` and its bundled form.
 
 Each ``tasks.<type>`` queue carries ``stellwerk.execute`` messages whose single argument
-is a ``TaskDispatch``; which types a worker serves is decided by the queues it consumes
-(see ``workers.main``), not by the task name.
+is a ``TaskDispatch``, and ``stellwerk.execute_bundle`` messages carrying several;
+which types a worker serves is decided by the queues it consumes (see
+``workers.main``), not by the task name.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from celery import Celery, Task
 
 from common.config import Settings
 from common.messaging.celery_app import make_celery
-from common.messaging.messages import EXECUTE_TASK
+from common.messaging.messages import EXECUTE_BUNDLE_TASK, EXECUTE_TASK
 from common.messaging.publisher import Publisher
 from workers.executor import Executor
 from workers.registry import Registry
@@ -38,11 +39,16 @@ def build_worker_app(settings: Settings, registry: Registry) -> Celery:
         client,
         Publisher(client),
         heartbeat_interval=settings.heartbeat_interval,
+        spill_after=settings.bundle_spill_after,
     )
     fallback_name = socket.gethostname()
 
     @app.task(name=EXECUTE_TASK, bind=True, ignore_result=True)
     def execute(self: Task[Any, Any], payload: object) -> None:
         executor.handle(payload, worker=self.request.hostname or fallback_name)
+
+    @app.task(name=EXECUTE_BUNDLE_TASK, bind=True, ignore_result=True)
+    def execute_bundle(self: Task[Any, Any], payload: object) -> None:
+        executor.handle_bundle(payload, worker=self.request.hostname or fallback_name)
 
     return app

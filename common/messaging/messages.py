@@ -24,6 +24,7 @@ ACTIVATE_TASK = "stellwerk.activate"
 RESULT_TASK = "stellwerk.result"
 NOTIFY_TASK = "stellwerk.notify"
 EXECUTE_TASK = "stellwerk.execute"
+EXECUTE_BUNDLE_TASK = "stellwerk.execute_bundle"
 
 
 def task_queue(task_type: str) -> str:
@@ -81,6 +82,17 @@ class TaskDispatch(Message):
     def idempotency_key(self) -> str:
         """``<task run id>:<attempt>``, unique per attempt."""
         return f"{self.task_run_id}:{self.attempt}"
+
+
+class TaskBundle(Message):
+    """Several dispatches of one queue in one broker message (see ``bundling``).
+
+    The items stay plain dicts so that a malformed one is rejected on its own, exactly
+    as it would be in a ``stellwerk.execute`` message, without losing its neighbours.
+    """
+
+    queue: str
+    dispatches: list[dict[str, Any]] = Field(min_length=1)
 
 
 class LogLine(BaseModel):

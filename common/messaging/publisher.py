@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import redis
 
@@ -19,6 +19,13 @@ class Outgoing:
     task_name: str
     payload: dict[str, Any]
     task_id: str | None = None
+
+
+class Sink(Protocol):
+    """Where messages go: a :class:`Publisher`, or a buffer that sends them later."""
+
+    def publish(self, messages: Iterable[Outgoing]) -> int:
+        """Send (or keep for sending) every message, in order."""
 
 
 class Publisher:

@@ -18,6 +18,7 @@ from datetime import timedelta
 from sqlalchemy import delete, func, insert, select
 from sqlalchemy.orm import Session, sessionmaker
 
+from common.messaging.bundling import bundle_dispatches
 from common.messaging.publisher import Outgoing, Publisher
 from common.persistence.models import OutboxMessage, table_of
 
@@ -36,11 +37,18 @@ def enqueue(session: Session, messages: Sequence[Outgoing]) -> list[int]:
 
 
 class OutboxRelay:
-    """Publishes committed outbox rows to Redis and removes them."""
+    """Publishes committed outbox rows to Redis and removes them.
 
-    def __init__(self, sessions: sessionmaker[Session], publisher: Publisher) -> None:
+    Dispatches to one queue go out in bundles of up to ``bundle_size`` (see
+    ``common.messaging.bundling``); the rows stay one per attempt.
+    """
+
+    def __init__(
+        self, sessions: sessionmaker[Session], publisher: Publisher, bundle_size: int = 1
+    ) -> None:
         self._sessions = sessions
         self._publisher = publisher
+        self._bundle_size = bundle_size
 
     def relay_ids(self, ids: Sequence[int]) -> int:
         """Relay the given rows now (those another relay holds are skipped)."""
@@ -55,7 +63,7 @@ class OutboxRelay:
         rows afterwards, in its next transaction. The beat leaves rows
         younger than its grace period alone, so it does not race this.
         """
-        self._publisher.publish(messages)
+        self._publisher.publish(bundle_dispatches(messages, self._bundle_size))
 
     def relay_pending(self, min_age: timedelta = timedelta(0), limit: int = 5000) -> int:
         """Relay rows left in the outbox for at least ``min_age``, oldest first."""
@@ -71,8 +79,7 @@ class OutboxRelay:
             ).all()
             if not rows:
                 return 0
-            self._publisher.publish(
-                Outgoing(r.queue, r.task_name, r.payload, r.task_id) for r in rows
-            )
+            messages = (Outgoing(r.queue, r.task_name, r.payload, r.task_id) for r in rows)
+            self._publisher.publish(bundle_dispatches(messages, self._bundle_size))
             session.execute(delete(OutboxMessage).where(OutboxMessage.id.in_([r.id for r in rows])))
             return len(rows)

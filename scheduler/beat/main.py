@@ -17,7 +17,8 @@ def build_ticker(settings: Settings) -> Ticker:
     """Wire the beat's parts from settings."""
     database_url, redis_url = settings.require_urls()
     sessions = make_sessions(make_engine(database_url, pool_size=2))
-    relay = OutboxRelay(sessions, Publisher(redis.Redis.from_url(redis_url)))
+    publisher = Publisher(redis.Redis.from_url(redis_url))
+    relay = OutboxRelay(sessions, publisher, settings.dispatch_bundle_size)
     return Ticker(sessions, relay, settings.beat_interval, clock=utcnow)
 
 

@@ -24,7 +24,7 @@ def build_consumer(settings: Settings) -> EngineConsumer:
     database_url, redis_url = settings.require_urls()
     sessions = make_sessions(make_engine(database_url, pre_ping=False))
     client = redis.Redis.from_url(redis_url)
-    relay = OutboxRelay(sessions, Publisher(client))
+    relay = OutboxRelay(sessions, Publisher(client), settings.dispatch_bundle_size)
     relay.relay_pending()  # repair: what a crash left in the outbox goes out first
     applier = BatchApplier(
         sessions, RunLoader(StructureCache()), relay, settings.lease_ttl, clock=utcnow
@@ -36,8 +36,11 @@ def build_consumer(settings: Settings) -> EngineConsumer:
 
     reader = BatchReader(client, ENGINE_QUEUES, owner=f"engine:{default_owner()}")
     return EngineConsumer(
-        reader, applier, batch_size=settings.engine_batch_size,
-        linger=settings.engine_batch_wait, on_outcome=after_batch,
+        reader,
+        applier,
+        batch_size=settings.engine_batch_size,
+        linger=settings.engine_batch_wait,
+        on_outcome=after_batch,
     )
 
 

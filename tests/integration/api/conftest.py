@@ -10,11 +10,9 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import os
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 import redis
@@ -26,16 +24,16 @@ from common.config import Settings
 from common.persistence.db import make_engine, make_sessions
 from common.persistence.models import Job
 from scheduler.api.app import create_app
+from tests.conftest import claim_redis_db
 
 TOKEN = "test-admin"  # the admin token of the ``settings`` fixture
-CLAIM_MARKER = "stellwerk:test-api-claim"
 FROZEN_AT = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 
 @pytest.fixture(scope="session")
 def api_settings(settings: Settings, redis_url: str) -> Iterator[Settings]:
     """The session's settings on a Redis database of the API tests' own."""
-    url = _claim_redis_db(redis_url)
+    url = claim_redis_db(redis_url)
     yield settings.model_copy(update={"redis_url": url})
     with contextlib.closing(redis.Redis.from_url(url)) as client:
         client.flushdb()
@@ -85,15 +83,6 @@ def queued(rds: redis.Redis) -> Queued:
 def auth_headers() -> dict[str, str]:
     """The admin token's header."""
     return {"Authorization": f"Bearer {TOKEN}"}
-
-
-def _claim_redis_db(url: str) -> str:
-    for index in range(16):
-        candidate = urlsplit(url)._replace(path=f"/{index}").geturl()
-        with contextlib.closing(redis.Redis.from_url(candidate)) as client:
-            if client.dbsize() == 0 and client.set(CLAIM_MARKER, str(os.getpid()), nx=True):
-                return candidate
-    raise RuntimeError("no empty Redis database left for the API tests")
 
 
 @pytest.fixture(scope="session")

@@ -1,12 +1,13 @@
 """A real worker process, the results queue it posts to, and ways to wait for both.
 
-The worker tests use their own database number on the session's Redis, so that no
-other test's consumer of ``stellwerk.results`` can take their messages (or they
-another test's).
+The worker tests claim a database index of their own on the session's Redis, so that
+no other test's consumer of ``stellwerk.results`` can take their messages (or they
+another test's), also when several test sessions share one Redis server.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import signal
@@ -17,13 +18,13 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 from uuid import uuid4
 
 import pytest
 import redis
 from kombu import Connection
 
+from common.messaging.bundling import bundle_dispatches
 from common.messaging.celery_app import make_celery
 from common.messaging.messages import (
     EXECUTE_TASK,
@@ -33,20 +34,18 @@ from common.messaging.messages import (
     task_queue,
 )
 from common.messaging.publisher import Outgoing, Publisher
+from tests.conftest import claim_redis_db
 
-WORKER_REDIS_DB = 9
 ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="session")
-def worker_redis_url(redis_url: str) -> str:
-    """The session's Redis server, on a database of the worker tests' own, flushed."""
-    parts = urlsplit(redis_url)
-    url = urlunsplit(parts._replace(path=f"/{WORKER_REDIS_DB}"))
-    client = redis.Redis.from_url(url)
-    client.flushdb()
-    client.close()
-    return url
+def worker_redis_url(redis_url: str) -> Iterator[str]:
+    """The session's Redis server, on a database of the worker tests' own, flushed after."""
+    url = claim_redis_db(redis_url)
+    yield url
+    with contextlib.closing(redis.Redis.from_url(url)) as client:
+        client.flushdb()
 
 
 @pytest.fixture
@@ -80,10 +79,18 @@ class Dispatcher:
         self._publisher = Publisher(redis.Redis.from_url(url))
 
     def send(self, *dispatches: TaskDispatch) -> None:
-        self._publisher.publish(
+        self._publisher.publish(self._messages(dispatches))
+
+    def send_bundled(self, *dispatches: TaskDispatch) -> None:
+        """Send as the engine's relay does, dispatches of one type in bundles."""
+        self._publisher.publish(bundle_dispatches(self._messages(dispatches), size=32))
+
+    @staticmethod
+    def _messages(dispatches: tuple[TaskDispatch, ...]) -> list[Outgoing]:
+        return [
             Outgoing(task_queue(d.type), EXECUTE_TASK, d.model_dump(mode="json"), d.idempotency_key)
             for d in dispatches
-        )
+        ]
 
 
 class ResultInbox:

@@ -22,6 +22,16 @@ def test_noop_reports_one_finished_message(worker, dispatcher, inbox, make_dispa
     assert [r.kind for r in inbox.for_attempt(dispatch)] == ["finished"]
 
 
+def test_a_bundle_of_dispatches_runs_every_attempt(
+    worker, dispatcher, inbox, make_dispatch
+) -> None:
+    attempts = [make_dispatch("noop") for _ in range(10)]
+    dispatcher.send_bundled(*attempts)
+    for attempt in attempts:
+        assert inbox.wait_finished(attempt).outcome == "COMPLETED"
+        assert [r.kind for r in inbox.for_attempt(attempt)] == ["finished"]
+
+
 def test_shell_reports_its_log_storage_and_exit_code(
     worker, dispatcher, inbox, make_dispatch
 ) -> None:

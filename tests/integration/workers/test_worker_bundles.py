@@ -1,0 +1,95 @@
+"""Bundles in the executor, on real Redis: each attempt once, slow bundles shared."""
+
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+import redis
+
+from common.messaging.keys import cancel_key, claim_key
+from common.messaging.messages import EXECUTE_TASK, TaskBundle, task_queue
+from common.messaging.publisher import Publisher
+from common.messaging.wire import open_envelope
+from workers.context import TaskContext
+from workers.executor import Executor
+from workers.outcomes import Completed
+from workers.registry import Registry
+
+RELEASE = threading.Event()
+
+
+@pytest.fixture
+def registry() -> Registry:
+    registry = Registry()
+
+    @registry.processor("echo")
+    def echo(ctx: TaskContext) -> Completed:
+        return Completed({"n": ctx.params["n"]})
+
+    @registry.processor("held")
+    def held(ctx: TaskContext) -> Completed:
+        assert RELEASE.wait(30), "the test never released the held attempt"
+        return Completed({"n": ctx.params["n"]})
+
+    return registry
+
+
+def make_executor(registry: Registry, client: redis.Redis, spill_after_ms: float) -> Executor:
+    return Executor(registry, client, Publisher(client), heartbeat_interval=timedelta(seconds=1),
+                    spill_after=timedelta(milliseconds=spill_after_ms))
+
+
+def bundle_of(dispatches: list[dict[str, object]], task_type: str) -> dict[str, object]:
+    return TaskBundle(queue=task_queue(task_type), dispatches=dispatches).model_dump(mode="json")
+
+
+def test_each_attempt_of_a_bundle_runs_once_and_reports(
+    registry, worker_redis, inbox, make_dispatch
+) -> None:
+    executor = make_executor(registry, worker_redis, spill_after_ms=60_000)
+    attempts = [make_dispatch("echo", params={"n": n}) for n in range(40)]
+    taken, cancelled = attempts[3], attempts[7]
+    worker_redis.set(claim_key(taken.idempotency_key), "other-worker", ex=60)
+    worker_redis.set(cancel_key(cancelled.idempotency_key), "1", ex=60)
+    payloads = [a.model_dump(mode="json") for a in attempts]
+    broken = dict(payloads[11], job_id="not-a-uuid")
+    payloads[11] = broken
+    executor.handle_bundle(bundle_of(payloads, "echo"), worker="w1")
+    executor.handle_bundle(bundle_of(payloads, "echo"), worker="w2")  # redelivered
+    inbox.drain()
+    for n, attempt in enumerate(attempts):
+        results = inbox.for_attempt(attempt)
+        if attempt in (taken, cancelled):
+            assert results == []
+        elif n == 11:  # rejected again on redelivery: the engine ignores the repeat
+            assert {(r.outcome, "job_id" in r.message) for r in results} == {("REJECTED", True)}
+        else:
+            assert [(r.kind, r.outcome, r.output, r.worker) for r in results] == [
+                ("finished", "COMPLETED", {"n": n}, "w1")]
+
+
+def test_a_slow_bundle_hands_back_what_it_has_not_begun(
+    registry, worker_redis, inbox, make_dispatch
+) -> None:
+    executor = make_executor(registry, worker_redis, spill_after_ms=50)
+    queue = task_queue("held")
+    worker_redis.delete(queue)
+    attempts = [make_dispatch("held", params={"n": n}) for n in range(5)]
+    RELEASE.clear()
+    runner = threading.Thread(target=executor.handle_bundle, args=(
+        bundle_of([a.model_dump(mode="json") for a in attempts], "held"), "w1"))
+    runner.start()
+    deadline = time.monotonic() + 10
+    while worker_redis.llen(queue) < 4:
+        assert time.monotonic() < deadline, "the slow bundle was not spilled"
+        time.sleep(0.01)
+    RELEASE.set()
+    runner.join(10)
+    handed_back = [open_envelope(raw) for raw in reversed(worker_redis.lrange(queue, 0, -1))]
+    assert [(m.task_name, m.payload["params"]["n"]) for m in handed_back] == [
+        (EXECUTE_TASK, n) for n in range(1, 5)]
+    inbox.drain()
+    assert [r.outcome for r in inbox.for_attempt(attempts[0])] == ["COMPLETED"]
+    assert all(inbox.for_attempt(a) == [] for a in attempts[1:])
+    assert all(worker_redis.get(claim_key(a.idempotency_key)) is None for a in attempts[1:])
