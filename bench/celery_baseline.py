@@ -22,8 +22,8 @@ QUEUE = "bench.noop"
 
 def make_app(redis_url: str) -> Celery:
     app = make_celery(redis_url, name="bench")
-    app.conf.result_backend = redis_url  # chords need one; plain tasks ignore results
-    app.conf.task_ignore_result = False
+    # Chords need a result backend; plain tasks ignore results.
+    app.conf.update(result_backend=redis_url, task_ignore_result=False)
     client = redis.Redis.from_url(redis_url)
 
     @app.task(name="bench.noop", ignore_result=True)
