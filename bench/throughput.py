@@ -22,11 +22,8 @@ import statistics
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from tempfile import mkdtemp
 from typing import Any
 
 import psycopg
@@ -37,42 +34,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.celery_baseline import COUNTER, JOINED, QUEUE, make_app  # noqa: E402
+from bench.harness import percentile, servers, wait_for  # noqa: E402
 from bench.processes import Processes  # noqa: E402
 from common.domain.spec import JobSpec  # noqa: E402
 from common.persistence.db import make_engine, make_sessions  # noqa: E402
-from common.persistence.migrate import upgrade  # noqa: E402
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
-    end = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > end:
-            raise TimeoutError(what)
-        time.sleep(0.01)
-
-
-@contextmanager
-def servers() -> Iterator[tuple[str, str]]:
-    db, rd = os.environ.get("STELLWERK_BENCH_DATABASE_URL"), os.environ.get(
-        "STELLWERK_BENCH_REDIS_URL")
-    with ExitStack() as stack:
-        if not (db and rd):
-            from common.embedded import EmbeddedServers
-
-            emb = stack.enter_context(EmbeddedServers(Path(mkdtemp(prefix="stellwerk-bench-"))))
-            db, rd = db or emb.database_url, rd or emb.redis_url
-        name = f"stellwerk_bench_{uuid.uuid4().hex[:8]}"
-        with psycopg.connect(db, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        info = psycopg.conninfo.conninfo_to_dict(db)
-        info["dbname"] = name
-        url = "postgresql://?" + "&".join(f"{k}={v}" for k, v in info.items() if v is not None)
-        upgrade(url)
-        try:
-            yield url, rd
-        finally:
-            with psycopg.connect(db, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def raw_celery(app: Celery, redis_url: str, n: int, concurrency: int, procs: Processes) -> float:
@@ -154,11 +119,6 @@ def step_latencies(database_url: str, run_id: uuid.UUID) -> list[float]:
             (run_id,),
         ).fetchall()
     return [(rows[i + 1][0] - rows[i][1]).total_seconds() * 1000 for i in range(len(rows) - 1)]
-
-
-def percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def stellwerk(database_url: str, redis_url: str, args: argparse.Namespace,

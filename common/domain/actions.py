@@ -25,7 +25,7 @@ RETRYABLE = frozenset({T.FAILED, T.TIMEOUT, T.CANCELED, T.REJECTED, T.SKIPPED})
 
 def _require_run(draft: Draft, allowed: frozenset[RunState], action: str) -> None:
     if draft.run_state not in allowed:
-        raise Refused(f"cannot {action} a run that is {draft.run_state}", draft.run_state)
+        raise Refused(f"run is {draft.run_state}: cannot {action}", draft.run_state)
 
 
 def _require_task(draft: Draft, task: str, allowed: frozenset[TaskState], action: str) -> None:
@@ -82,7 +82,7 @@ def on_run_timed_out(draft: Draft, event: ev.RunTimedOut) -> None:
 def on_pause(draft: Draft, event: ev.PauseRun) -> None:
     """READY and SOFT_FAILED tasks pause; ACTIVE ones finish first."""
     _require_run(draft, frozenset({R.ACTIVE, R.CONFIRM}), "pause")
-    draft.move_run(R.PAUSE_REQUESTED, "pause requested")
+    draft.move_run(R.PAUSE_REQUESTED, event.reason)
     for task in draft.tasks_in(frozenset({T.READY, T.SOFT_FAILED})):
         if draft.state(task) == T.READY:
             draft.effect(Stop(task, draft.attempt(task)))
@@ -92,7 +92,7 @@ def on_pause(draft: Draft, event: ev.PauseRun) -> None:
 def on_resume(draft: Draft, event: ev.ResumeRun) -> None:
     """PAUSED tasks go back to READY (a new attempt) or WAITING; the run goes on."""
     _require_run(draft, frozenset({R.PAUSED, R.PAUSE_REQUESTED}), "resume")
-    draft.move_run(R.ACTIVE, "resumed")
+    draft.move_run(R.ACTIVE, event.reason)
     for task in draft.tasks_in(frozenset({T.PAUSED})):
         if draft.pending(task) == 0:
             attempt = draft.attempt(task) + 1
@@ -120,7 +120,7 @@ def on_retry_task(draft: Draft, event: ev.RetryTask) -> None:
     """
     _require_task(draft, event.task, RETRYABLE | {T.COMPLETED}, "retry")
     if draft.run_state not in RUNNING | {R.COMPLETED}:
-        raise Refused(f"cannot retry a task of a run that is {draft.run_state}", draft.run_state)
+        raise Refused(f"run is {draft.run_state}: cannot retry a task", draft.run_state)
     blocking = [p for p in draft.snap.graph.predecessors[event.task]
                 if draft.state(p) not in TASK_DONE]
     if blocking:

@@ -43,10 +43,35 @@ class RetryDue:
 
 @dataclass(frozen=True)
 class LeaseExpired:
-    """The worker holding the attempt stopped renewing its lease: it is presumed dead."""
+    """The worker holding the attempt stopped renewing its lease: it is presumed dead.
+
+    Also sent for a READY attempt whose claim is held by a worker that is no longer
+    live (it died in the moments before it reported ``started``).
+    """
 
     task: str
     attempt: int
+
+
+@dataclass(frozen=True)
+class TaskTimedOut:
+    """The attempt is ACTIVE past its timeout and its worker did not report it."""
+
+    task: str
+    attempt: int
+
+
+@dataclass(frozen=True)
+class Redeliver:
+    """Send a READY attempt's dispatch again (repair: it may never have been queued)."""
+
+    task: str
+    attempt: int
+
+
+@dataclass(frozen=True)
+class Reconcile:
+    """Settle the run's state from its tasks (repair of a transition left half-done)."""
 
 
 @dataclass(frozen=True)
@@ -68,10 +93,14 @@ class CancelRun:
 class PauseRun:
     """A person pauses the run, or its suspension time has come."""
 
+    reason: str = "pause requested"
+
 
 @dataclass(frozen=True)
 class ResumeRun:
     """A person resumes a paused run, or its auto-resume time has come."""
+
+    reason: str = "resumed"
 
 
 @dataclass(frozen=True)
@@ -110,5 +139,5 @@ class SkipTask:
 Event = (
     StartRun | TaskStarted | TaskFinished | RetryDue | LeaseExpired | CancelGraceOver
     | RunTimedOut | CancelRun | PauseRun | ResumeRun | RetryRun | ConfirmTask | RejectTask
-    | RetryTask | SkipTask
+    | RetryTask | SkipTask | TaskTimedOut | Redeliver | Reconcile
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from common.domain import events as ev
 from common.domain.draft import Draft
 from common.domain.rules import RUNNING, apply_failure_rule, dispatch, dispatch_successors
-from common.domain.snapshot import RetryAt
+from common.domain.snapshot import Dispatch, RetryAt, Stop
 from common.domain.states import RunState, TaskState
 
 T = TaskState
@@ -91,8 +91,12 @@ def on_retry_due(draft: Draft, event: ev.RetryDue) -> None:
 
 
 def on_lease_expired(draft: Draft, event: ev.LeaseExpired) -> None:
-    """Requeue the attempt of a lost worker, or settle it if the run is stopping."""
-    if not _is_current(draft, event.task, event.attempt, frozenset({T.ACTIVE})):
+    """Requeue the attempt of a lost worker, or settle it if the run is stopping.
+
+    A READY attempt counts too: the beat sends this for one whose claimant died
+    before it reported ``started`` (``scheduler.beat.attempts``).
+    """
+    if not _is_current(draft, event.task, event.attempt, frozenset({T.ACTIVE, T.READY})):
         return
     if draft.run_state == R.CANCEL_REQUESTED:
         draft.move(event.task, T.CANCELED, "lease expired while canceling")
@@ -100,3 +104,28 @@ def on_lease_expired(draft: Draft, event: ev.LeaseExpired) -> None:
         draft.move(event.task, T.PAUSED, "lease expired while pausing")
     else:
         dispatch(draft, event.task, "lease expired: worker lost")
+
+
+def on_task_timed_out(draft: Draft, event: ev.TaskTimedOut) -> None:
+    """The engine's backstop for a worker that is gone or does not stop at its timeout.
+
+    The worker itself reports TIMEOUT at the deadline; this comes a lease later, so it
+    only acts when the worker did not. The attempt is told to stop in case it lives.
+    """
+    if not _is_current(draft, event.task, event.attempt, frozenset({T.ACTIVE})):
+        return
+    draft.effect(Stop(event.task, event.attempt))
+    on_finished(draft, ev.TaskFinished(event.task, event.attempt, T.TIMEOUT))
+
+
+def on_redeliver(draft: Draft, event: ev.Redeliver) -> None:
+    """Dispatch a READY attempt again under the same attempt number.
+
+    Harmless if the first dispatch did arrive: the worker's claim lets one run.
+    """
+    if _is_current(draft, event.task, event.attempt, frozenset({T.READY})):
+        draft.effect(Dispatch(event.task, event.attempt))
+
+
+def on_reconcile(draft: Draft, event: ev.Reconcile) -> None:
+    """Nothing to do here: :func:`advance` settles the run after every event."""

@@ -58,7 +58,9 @@ RUN_UNFINISHED: frozenset[RunState] = frozenset(set(RunState) - RUN_TERMINAL - {
 
 TASK_TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
     T.WAITING: frozenset({T.READY, T.SKIPPED, T.CANCELED}),
-    T.READY: frozenset({T.ACTIVE, T.PAUSED, T.CANCELED, T.SKIPPED}),
+    # READY -> READY: an attempt claimed by a worker that died before it started is
+    # requeued as the next attempt.
+    T.READY: frozenset({T.ACTIVE, T.PAUSED, T.CANCELED, T.SKIPPED, T.READY}),
     T.ACTIVE: frozenset(
         {T.COMPLETED, T.CONFIRM, T.SOFT_FAILED, T.FAILED, T.TIMEOUT, T.REJECTED,
          T.CANCELED, T.READY, T.PAUSED}

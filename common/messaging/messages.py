@@ -46,7 +46,10 @@ class Message(BaseModel):
     message_id: UUID = Field(default_factory=uuid4)
 
 
-Signal = Literal["start", "retry_due", "lease_expired", "cancel_grace_over", "run_timeout"]
+Signal = Literal[
+    "start", "retry_due", "lease_expired", "cancel_grace_over", "run_timeout", "cancel",
+    "task_timeout", "suspend", "auto_resume", "redeliver", "reconcile",
+]
 
 
 class Activation(Message):
@@ -141,6 +144,7 @@ class Event(BaseModel):
     previous: str | None = None
     state: str | None = None
     reason: str = ""
+    scheduled_for: datetime | None = None  # the nominal time of a cron fire
 
 
 class NotifyBatch(Message):

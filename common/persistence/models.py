@@ -136,6 +136,13 @@ class TaskEdge(Base):
     )
 
 
+def _due_indexes(table: str, *columns: str) -> list[Index]:
+    """Partial indexes on due-time columns, so that the beat's claims cost O(due)."""
+    return [
+        Index(f"ix_{table}_{c}", c, postgresql_where=text(f"{c} IS NOT NULL")) for c in columns
+    ]
+
+
 class Run(Base):
     """One execution of a job."""
 
@@ -152,6 +159,15 @@ class Run(Base):
     # snapshot when no other engine has touched the run since.
     version: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     cancel_requested_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    # Run control timers (the beat's ``timers``): the grace signal is sent once per
+    # cancel; ``timeout_at`` is the start plus the job's timeout, cleared when signalled.
+    cancel_grace_sent_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    timeout_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    # Suspension and lateness (``scheduler.beat.suspension``, ``scheduler.beat.lateness``):
+    # when to pause the run, when to resume it, when to announce it late if not started.
+    suspend_due_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    resume_due_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    late_at: Mapped[datetime | None] = mapped_column(nullable=True)
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
     started_at: Mapped[datetime | None] = mapped_column(nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(nullable=True)
@@ -163,6 +179,14 @@ class Run(Base):
             "ix_runs_due", "scheduled_for",
             postgresql_where=text("state = 'READY' AND activation_sent_at IS NULL"),
         ),
+        Index(
+            "ix_runs_cancel_grace", "cancel_requested_at",
+            postgresql_where=text(
+                "state = 'CANCEL_REQUESTED' AND cancel_grace_sent_at IS NULL"
+            ),
+        ),
+        Index("ix_runs_timeout_at", "timeout_at", postgresql_where=text("timeout_at IS NOT NULL")),
+        *_due_indexes("runs", "suspend_due_at", "resume_due_at", "late_at"),
     )
 
 
@@ -186,6 +210,10 @@ class TaskRun(Base):
     message: Mapped[str] = mapped_column(Text, default="")
     lease_expires_at: Mapped[datetime | None] = mapped_column(nullable=True)
     retry_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    # Lost attempts (``scheduler.beat.attempts``): when to check who holds a READY
+    # attempt's claim, and the timeout backstop of an ACTIVE one.
+    claim_check_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    deadline_at: Mapped[datetime | None] = mapped_column(nullable=True)
 
     __table_args__ = (
         UniqueConstraint("run_id", "name"),
@@ -194,6 +222,7 @@ class TaskRun(Base):
             "ix_task_runs_lease", "lease_expires_at",
             postgresql_where=text("lease_expires_at IS NOT NULL"),
         ),
+        *_due_indexes("task_runs", "claim_check_at", "deadline_at"),
     )
 
 
@@ -254,3 +283,29 @@ class TaskLog(Base):
     at: Mapped[datetime]
     stream: Mapped[str] = mapped_column(String(10))
     line: Mapped[str] = mapped_column(Text)
+
+
+class Fire(Base):
+    """One nominal fire time of a cron job and what became of it (SPEC §5).
+
+    The unique (job, fire time) pair is what keeps several beats from firing anything
+    twice. ``outcome`` is ``run`` (``run_id`` is set), ``skipped`` (``reason`` says
+    why) or ``buffered`` (waiting for the job's previous run to finish). ``run_id`` has
+    no foreign key: a fire and its run only ever go away together, with their job.
+    """
+
+    __tablename__ = "fires"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    fire_at: Mapped[datetime]
+    outcome: Mapped[str] = mapped_column(String(20))
+    trigger: Mapped[str] = mapped_column(String(20))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    run_id: Mapped[uuid.UUID | None] = mapped_column(nullable=True)
+    recorded_at: Mapped[datetime]
+
+    __table_args__ = (
+        UniqueConstraint("job_id", "fire_at"),
+        Index("ix_fires_buffered", "job_id", postgresql_where=text("outcome = 'buffered'")),
+    )

@@ -12,11 +12,16 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.config import Settings
+from common.messaging.celery_app import make_celery
 from common.messaging.messages import utcnow
 from common.messaging.publisher import Publisher
 from common.persistence.db import make_engine, make_sessions
 from common.persistence.outbox import OutboxRelay
 from scheduler.api.auth import Authenticator
+from scheduler.engine.commands import RunControl
+from scheduler.engine.loading import RunLoader
+from scheduler.engine.stopper import Stopper
+from scheduler.engine.structure import StructureCache
 
 Clock = Callable[[], datetime]
 
@@ -33,6 +38,7 @@ class Resources:
     relay: OutboxRelay
     authenticator: Authenticator
     clock: Clock
+    control: RunControl
 
     @classmethod
     def open(cls, settings: Settings, clock: Clock = utcnow) -> Resources:
@@ -41,10 +47,16 @@ class Resources:
         engine = make_engine(database_url)
         sessions = make_sessions(engine)
         client = redis.Redis.from_url(redis_url)
+        relay = OutboxRelay(sessions, Publisher(client), settings.dispatch_bundle_size)
+        # The API never caches run snapshots (the loader is not told to remember):
+        # engines write the same runs, and only their own cache is keyed by version.
+        control = RunControl(
+            sessions, RunLoader(StructureCache()), relay,
+            Stopper(client, make_celery(redis_url)), lease_ttl=settings.lease_ttl, clock=clock,
+        )
         return cls(
-            engine=engine, sessions=sessions, redis=client,
-            relay=OutboxRelay(sessions, Publisher(client)),
-            authenticator=Authenticator(settings.admin_token), clock=clock,
+            engine=engine, sessions=sessions, redis=client, relay=relay,
+            authenticator=Authenticator(settings.admin_token), clock=clock, control=control,
         )
 
     def relay_now(self, outbox_ids: Sequence[int]) -> None:

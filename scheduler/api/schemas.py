@@ -6,14 +6,16 @@ are accepted by ``JobCreate`` and appear in no response.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 from uuid import UUID
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from common.domain.cron import CronError, CronSchedule
+from common.domain.patch import JobPatch
 from common.domain.spec import JobSpec, Schedule, TaskDefaults
-from common.persistence.models import JournalEntry, TaskLog
+from common.persistence.models import Job, JournalEntry, TaskLog
 from scheduler.services.job_queries import JobDetail, JobSummary
 from scheduler.services.pages import Page
 from scheduler.services.processors import ProcessorView, worker_types
@@ -22,6 +24,10 @@ from scheduler.services.run_queries import RunDetail, RunSummary
 
 class JobCreate(JobSpec):
     """A job definition, as ``POST /jobs`` accepts it (SPEC §2)."""
+
+
+class JobUpdate(JobPatch):
+    """A partial job definition, as ``PATCH /jobs/{id}`` accepts it; fields replace whole."""
 
 
 class Public(BaseModel):
@@ -91,6 +97,10 @@ class JobPublic(JobSummaryPublic):
     suspend_after: timedelta | None = None
     auto_resume: bool = False
     late_after: timedelta | None = None
+    next_fire_times: list[datetime] = Field(
+        default_factory=list,
+        description="A cron job's next five fire times (UTC); empty if it will not fire.",
+    )
 
     @classmethod
     def of_detail(cls, detail: JobDetail) -> JobPublic:
@@ -106,6 +116,7 @@ class JobPublic(JobSummaryPublic):
         ]
         fields = {**detail.summary.job.spec, **_summary_fields(detail.summary)}
         fields.update(params=detail.summary.job.params, storage=detail.storage, tasks=tasks)
+        fields["next_fire_times"] = next_fire_times(detail.summary.job)
         return cls.model_validate(fields)
 
 
@@ -287,6 +298,33 @@ class HealthPublic(Public):
     status: Literal["ok", "error"]
     database: str
     redis: str
+
+
+def next_fire_times(job: Job, count: int = 5) -> list[datetime]:
+    """The fires the beat handles next, from ``jobs.next_fire_at`` (NULL: none).
+
+    Starting from the stored next fire, not from the clock, shows what the beat will
+    do: a beat that is down shows as fire times in the past.
+    """
+    cron = job.schedule.get("cron")
+    if not cron or job.next_fire_at is None:
+        return []
+    try:
+        schedule = CronSchedule.parse(cron, job.schedule.get("timezone") or "UTC")
+    except CronError:
+        return []
+    first = job.next_fire_at.astimezone(UTC)
+    return [first, *schedule.fires_after(first, count - 1)]
+
+
+class FireTimesPublic(Public):
+    """A preview of a job's fire times after ``after``, in UTC."""
+
+    job_id: UUID
+    cron: str | None
+    timezone: str
+    after: datetime
+    fire_times: list[datetime]
 
 
 def _summary_fields(summary: JobSummary) -> dict[str, Any]:

@@ -50,6 +50,11 @@ def expire_leases(session: Session, now: datetime) -> list[int]:
     return _signal_due_attempts(session, TaskRun.lease_expires_at, now, "lease_expired")
 
 
+def time_out_attempts(session: Session, now: datetime) -> list[int]:
+    """The backstop of attempts ACTIVE past their timeout whose worker did not report it."""
+    return _signal_due_attempts(session, TaskRun.deadline_at, now, "task_timeout")
+
+
 def _signal_due_attempts(
     session: Session, due_at: InstrumentedAttribute[datetime | None], now: datetime,
     signal: Signal,

@@ -9,7 +9,9 @@ from common.messaging.messages import utcnow
 from common.messaging.publisher import Publisher
 from common.persistence.db import make_engine, make_sessions
 from common.persistence.outbox import OutboxRelay
-from scheduler.beat.ticker import Ticker
+from scheduler.beat import duties, lateness, suspension
+from scheduler.beat.attempts import ClaimHolders, LostClaims
+from scheduler.beat.ticker import Duty, Ticker
 from scheduler.service import run_until_signalled
 
 
@@ -17,9 +19,21 @@ def build_ticker(settings: Settings) -> Ticker:
     """Wire the beat's parts from settings."""
     database_url, redis_url = settings.require_urls()
     sessions = make_sessions(make_engine(database_url, pool_size=2))
-    publisher = Publisher(redis.Redis.from_url(redis_url))
+    client = redis.Redis.from_url(redis_url)
+    publisher = Publisher(client)
     relay = OutboxRelay(sessions, publisher, settings.dispatch_bundle_size)
-    return Ticker(sessions, relay, settings.beat_interval, clock=utcnow)
+    return Ticker(
+        sessions, relay, settings.beat_interval, clock=utcnow, cancel_grace=settings.cancel_grace,
+        fire_crons=not settings.disable_cron, watch=watch_duties(client, settings),
+    )
+
+
+def watch_duties(client: redis.Redis, settings: Settings) -> list[Duty]:
+    """Lost attempts, task timeouts, suspension and late runs (issue 3, part 3)."""
+    return [
+        LostClaims(ClaimHolders(client), settings.lease_ttl), duties.time_out_attempts,
+        suspension.suspend_due_runs, suspension.resume_due_runs, lateness.announce_late_runs,
+    ]
 
 
 def run_beat(settings: Settings) -> None:

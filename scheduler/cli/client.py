@@ -84,13 +84,15 @@ def api_client(connection: Connection) -> Iterator[httpx.Client]:
 
 
 def call(http: httpx.Client, method: str, path: str, body: object = None) -> dict[str, Any]:
-    """Send one request; return the JSON object answered, or raise a one-line ``CliError``."""
+    """Send one request; return the JSON object answered ({} for 204), or raise ``CliError``."""
     try:
         response = http.request(method, path, json=body)
     except httpx.HTTPError as error:
         raise CliError(f"cannot reach the API at {http.base_url}: {error}") from error
     if response.is_error:
         raise CliError(problem_message(response))
+    if response.status_code == 204:  # done, nothing to say (e.g. DELETE)
+        return {}
     try:
         data = response.json()
     except ValueError:

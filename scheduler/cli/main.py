@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from scheduler.cli import components, runs, up
+from scheduler.cli import components, control, jobs, runs, up
 
 
 def build_app() -> typer.Typer:
@@ -23,6 +23,8 @@ def build_app() -> typer.Typer:
     components.register(app)
     up.register(app)
     runs.register(app)
+    jobs.register(app)
+    control.register(app)
     return app
 
 

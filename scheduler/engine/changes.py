@@ -43,6 +43,8 @@ class ChangeSet:
     stops: list[str] = field(default_factory=list)
     messages: list[Outgoing] = field(default_factory=list)
     successes: dict[uuid.UUID, tuple[datetime, datetime]] = field(default_factory=dict)
+    # Who the journal names: the engine, or the person whose action the API applied.
+    actor: str = "engine"
 
     def record(self, run: RunRecord, tr: Transition, result: TaskResult | None) -> None:
         """Add one applied transition (and the result that caused it, if any)."""
@@ -77,10 +79,12 @@ class ChangeSet:
         cols = self.tasks[task_id]
         cols.update(state=change.new.value, attempt=change.attempt, base=change.base)
         cols.update(_columns_for(change.new, result, self.now, self.lease_ttl))
+        timeout = timedelta(seconds=run.job.tasks[change.task].timeout_s)
+        cols.update(_attempt_timers(change.new, cols.get("started_at"), timeout, self))
         self.journal.append({
             "run_id": run.id, "task": change.task, "attempt": change.attempt, "at": self.now,
             "from_state": change.old.value, "to_state": change.new.value,
-            "reason": change.reason, "actor": "engine",
+            "reason": change.reason, "actor": self.actor,
         })
         self.events[run.id].append(self._event(
             run, f"task.{change.new.lower()}", change.old, change.new, change.reason,
@@ -98,10 +102,13 @@ class ChangeSet:
             cols["finished_at"] = None
         if change.new == R.COMPLETED and run.started_at is not None:
             self.successes[run.job.id] = (run.started_at, self.now)
+        cols.update(_timer_columns(run, change, self.now))
+        if change.new == R.ACTIVE and change.old == R.READY:
+            cols.update(_suspension_columns(run, self.now))
         self.journal.append({
             "run_id": run.id, "task": None, "attempt": None, "at": self.now,
             "from_state": change.old.value, "to_state": change.new.value,
-            "reason": change.reason, "actor": "engine",
+            "reason": change.reason, "actor": self.actor,
         })
         for name in _run_event_names(change):
             self.events[run.id].append(
@@ -148,6 +155,49 @@ def _columns_for(
         cols["output"] = result.output
         cols["message"] = result.message
     return cols
+
+
+def _attempt_timers(
+    new: TaskState, started: datetime | None, timeout: timedelta, changes: ChangeSet
+) -> dict[str, Any]:
+    """Due times of the beat's watch over attempts (``scheduler.beat.attempts``).
+
+    A READY attempt is checked a lease after its dispatch: claimed by a worker that is
+    no longer live, it is lost. An ACTIVE one gets its timeout backstop a lease after
+    the deadline its worker enforces, so a live worker's own TIMEOUT report comes first.
+    """
+    if new == T.READY:
+        return {"claim_check_at": changes.now + changes.lease_ttl, "deadline_at": None}
+    if new == T.ACTIVE:
+        deadline = (started or changes.now) + timeout + changes.lease_ttl
+        return {"claim_check_at": None, "deadline_at": deadline}
+    return {"claim_check_at": None, "deadline_at": None}
+
+
+def _suspension_columns(run: RunRecord, now: datetime) -> dict[str, Any]:
+    """When a run that starts now is suspended (``scheduler.beat.suspension``)."""
+    job = run.job
+    if job.suspend_at is not None:
+        return {"suspend_due_at": job.suspend_at}
+    if job.suspend_after is not None:
+        return {"suspend_due_at": now + job.suspend_after}
+    return {}
+
+
+def _timer_columns(run: RunRecord, change: RunChange, now: datetime) -> dict[str, Any]:
+    """The due times the beat's run timers read (``scheduler.beat.timers``).
+
+    A run's timeout counts from its start, and again from a retry (else a retried run
+    past its timeout would time out at once); a finished run has no timer left.
+    """
+    if change.new == R.CANCEL_REQUESTED:
+        return {"cancel_requested_at": now, "cancel_grace_sent_at": None}
+    if change.new in RUN_TERMINAL:
+        return {"timeout_at": None}
+    restarted = change.old == R.READY or change.old in RUN_TERMINAL
+    if change.new == R.ACTIVE and restarted and run.job.timeout is not None:
+        return {"timeout_at": now + run.job.timeout}
+    return {}
 
 
 def _run_event_names(change: RunChange) -> list[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,20 +42,30 @@ def decode(task_name: str | None, payload: Any) -> Incoming | None:
     return Incoming(model.message_id, model.run_id, model)
 
 
+# The run-level signals, and the attempt-level ones (which name a task and attempt).
+_RUN_SIGNALS: dict[str, Callable[[], ev.Event]] = {
+    "start": ev.StartRun,
+    "cancel_grace_over": ev.CancelGraceOver,
+    "run_timeout": ev.RunTimedOut,
+    "cancel": ev.CancelRun,
+    "suspend": lambda: ev.PauseRun(reason="suspended"),
+    "auto_resume": lambda: ev.ResumeRun(reason="auto-resumed after suspension"),
+    "reconcile": ev.Reconcile,
+}
+_ATTEMPT_SIGNALS: dict[str, Callable[[str, int], ev.Event]] = {
+    "retry_due": ev.RetryDue,
+    "lease_expired": ev.LeaseExpired,
+    "task_timeout": ev.TaskTimedOut,
+    "redeliver": ev.Redeliver,
+}
+
+
 def activation_event(message: Activation) -> ev.Event | None:
     """The state-machine event an activation stands for."""
-    task, attempt = message.task or "", message.attempt or 0
-    match message.signal:
-        case "start":
-            return ev.StartRun()
-        case "retry_due":
-            return ev.RetryDue(task, attempt)
-        case "lease_expired":
-            return ev.LeaseExpired(task, attempt)
-        case "cancel_grace_over":
-            return ev.CancelGraceOver()
-        case "run_timeout":
-            return ev.RunTimedOut()
+    if message.signal in _RUN_SIGNALS:
+        return _RUN_SIGNALS[message.signal]()
+    if message.signal in _ATTEMPT_SIGNALS:
+        return _ATTEMPT_SIGNALS[message.signal](message.task or "", message.attempt or 0)
     return None
 
 

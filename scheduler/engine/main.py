@@ -14,6 +14,7 @@ from common.persistence.outbox import OutboxRelay
 from scheduler.engine.batch import BatchApplier, BatchOutcome
 from scheduler.engine.consumer import ENGINE_QUEUES, EngineConsumer
 from scheduler.engine.loading import RunLoader
+from scheduler.engine.repair import repair_on_start
 from scheduler.engine.stopper import Stopper
 from scheduler.engine.structure import StructureCache
 from scheduler.service import run_until_signalled
@@ -26,6 +27,7 @@ def build_consumer(settings: Settings) -> EngineConsumer:
     client = redis.Redis.from_url(redis_url)
     relay = OutboxRelay(sessions, Publisher(client), settings.dispatch_bundle_size)
     relay.relay_pending()  # repair: what a crash left in the outbox goes out first
+    repair_on_start(sessions, relay, client, utcnow)  # then half-done transitions
     applier = BatchApplier(
         sessions, RunLoader(StructureCache()), relay, settings.lease_ttl, clock=utcnow
     )

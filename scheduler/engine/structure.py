@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select
@@ -52,6 +52,10 @@ class JobStructure:
     tasks: dict[str, TaskDef]
     last_success_start: datetime | None
     last_success_finish: datetime | None
+    # When a started run is suspended (``scheduler.beat.suspension``): at a date, or
+    # a duration after its start.
+    suspend_at: datetime | None = None
+    suspend_after: timedelta | None = None
 
     @property
     def infos(self) -> dict[str, TaskInfo]:
@@ -106,7 +110,20 @@ def load_structure(session: Session, job_id: uuid.UUID) -> JobStructure:
         timeout=timedelta(seconds=float(timeout)) if timeout is not None else None,
         graph=graph, tasks=tasks,
         last_success_start=job.last_success_start, last_success_finish=job.last_success_finish,
+        suspend_at=_date(spec.get("suspend_at")), suspend_after=_seconds(spec.get("suspend_after")),
     )
+
+
+def _date(value: str | None) -> datetime | None:
+    """A date of the spec; one written without an offset is taken as UTC."""
+    if not value:
+        return None
+    parsed = datetime.fromisoformat(value)
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _seconds(value: float | None) -> timedelta | None:
+    return timedelta(seconds=float(value)) if value is not None else None
 
 
 def _task_def(task: Task) -> TaskDef:

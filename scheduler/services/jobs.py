@@ -13,7 +13,7 @@ from sqlalchemy.orm import Session
 
 from common.domain.spec import JobSpec, TaskSpec
 from common.persistence.models import Job, JobStorage, Task, TaskEdge
-from scheduler.services.runs import create_run
+from scheduler.services.job_lifecycle import go_live
 from scheduler.services.schedules import check_schedule
 
 # Kept out of ``jobs.spec``: tasks and storage have tables, secrets must not be readable.
@@ -30,10 +30,10 @@ class CreatedJob:
 
 
 def create_job(session: Session, spec: JobSpec, now: datetime) -> CreatedJob:
-    """Insert the job, its tasks, edges and storage; create its run if it runs once.
+    """Insert the job, its tasks, edges and storage; schedule it unless it is a draft.
 
-    Drafts get no run until committed. Cron jobs get none here either: firing them is
-    the beat's duty (a later issue); they are validated now so a bad one is refused.
+    Drafts get nothing scheduled until committed; then :func:`go_live` does what it
+    does here (a one-off job's run, a cron job's ``next_fire_at``).
     """
     check_schedule(spec.schedule)
     job = _job_row(spec, now)
@@ -41,10 +41,10 @@ def create_job(session: Session, spec: JobSpec, now: datetime) -> CreatedJob:
     session.add(JobStorage(job_id=job.id, data=spec.storage, updated_at=now))
     session.flush()
     _insert_tasks(session, job.id, spec)
-    if spec.draft or spec.schedule.cron is not None:
+    if spec.draft:
         return CreatedJob(job.id, None, [])
-    created = create_run(session, job.id, "schedule", spec.schedule.at or now, now)
-    return CreatedJob(job.id, created.run.id, created.outbox_ids)
+    live = go_live(session, job, now)
+    return CreatedJob(job.id, live.run_id, live.outbox_ids)
 
 
 def _job_row(spec: JobSpec, now: datetime) -> Job:
@@ -52,7 +52,7 @@ def _job_row(spec: JobSpec, now: datetime) -> Job:
         id=uuid4(), name=spec.name, description=spec.description,
         application=spec.application, type=spec.type, tenant=spec.tenant, owner=spec.owner,
         labels=spec.labels, priority=spec.priority, params=spec.params,
-        secure_params=_secret_text(spec.secure_params),
+        secure_params=secret_text(spec.secure_params),
         spec=spec.model_dump(mode="json", exclude=set(SPEC_COLUMN_EXCLUDE)),
         schedule=spec.schedule.model_dump(mode="json"), draft=spec.draft,
         enabled=spec.enabled, version=1, created_at=now, updated_at=now,
@@ -62,7 +62,7 @@ def _job_row(spec: JobSpec, now: datetime) -> Job:
 def _insert_tasks(session: Session, job_id: UUID, spec: JobSpec) -> None:
     ids = {task.name: uuid4() for task in spec.tasks}
     rows = [
-        _task_row(task, ids[task.name], job_id, position, spec)
+        task_row(task, ids[task.name], job_id, position, spec)
         for position, task in enumerate(spec.tasks)
     ]
     session.execute(insert(Task), rows)
@@ -75,7 +75,7 @@ def _insert_tasks(session: Session, job_id: UUID, spec: JobSpec) -> None:
         session.execute(insert(TaskEdge), edges)
 
 
-def _task_row(
+def task_row(
     task: TaskSpec, task_id: UUID, job_id: UUID, position: int, spec: JobSpec
 ) -> dict[str, Any]:
     """The task's own settings, else the job's task defaults (and the job's priority)."""
@@ -83,7 +83,7 @@ def _task_row(
     return {
         "id": task_id, "job_id": job_id, "position": position, "name": task.name,
         "type": task.type, "params": task.params,
-        "secure_params": _secret_text(task.secure_params),
+        "secure_params": secret_text(task.secure_params),
         "timeout_s": _seconds(task.timeout, defaults.timeout),
         "retries": defaults.retries if task.retries is None else task.retries,
         "retry_backoff_s": _seconds(task.retry_backoff, defaults.retry_backoff),
@@ -96,6 +96,7 @@ def _seconds(value: timedelta | None, default: timedelta) -> float:
     return (default if value is None else value).total_seconds()
 
 
-def _secret_text(value: dict[str, Any] | None) -> str | None:
+def secret_text(value: dict[str, Any] | None) -> str | None:
+    """Secure params as they are stored (never in ``jobs.spec``, never returned)."""
     # TODO(issue 4): encrypt with STELLWERK_SECRET_KEY; stored as plain JSON text until then.
     return None if value is None else json.dumps(value)

@@ -8,7 +8,7 @@ activates due runs whose activation was not sent) does not send a second one.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Literal
 from uuid import UUID, uuid4
 
@@ -51,6 +51,7 @@ def create_run(
         id=uuid4(), job_id=job.id, number=_next_number(session, job.id), trigger=trigger,
         state=RunState.READY, scheduled_for=scheduled_for,
         activation_sent_at=now if due else None, created_at=now, updated_at=now,
+        late_at=_late_at(job, scheduled_for),
     )
     session.add(run)
     session.flush()
@@ -61,6 +62,12 @@ def create_run(
     ))
     ids = enqueue(session, _messages(job, run, due, now))
     return CreatedRun(run, ids)
+
+
+def _late_at(job: Job, scheduled_for: datetime) -> datetime | None:
+    """When the beat announces the run late if it has not started (``run.late``)."""
+    late_after = (job.spec or {}).get("late_after")
+    return None if late_after is None else scheduled_for + timedelta(seconds=float(late_after))
 
 
 def _next_number(session: Session, job_id: UUID) -> int:

@@ -1,11 +1,14 @@
-"""Checks on a job's schedule that need libraries the domain core does not import."""
+"""Checks on a job's schedule, with the parser the beat fires it with.
+
+Whatever passes here is what :mod:`common.domain.cron` can schedule (five fields, a
+known zone), so a job that was accepted never fails to fire.
+"""
 
 from __future__ import annotations
 
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import croniter
-
+from common.domain.cron import CronError, CronSchedule
 from common.domain.spec import Schedule
 from scheduler.services.errors import InvalidInput
 
@@ -19,8 +22,12 @@ def check_schedule(schedule: Schedule) -> None:
             ("body", "schedule", "timezone"),
             f"unknown time zone {schedule.timezone!r} (use an IANA name like 'Europe/Berlin')",
         ) from error
-    if schedule.cron is not None and not croniter.is_valid(schedule.cron):
+    if schedule.cron is None:
+        return
+    try:
+        CronSchedule.parse(schedule.cron, schedule.timezone)
+    except CronError as error:
         raise InvalidInput(
             ("body", "schedule", "cron"),
-            f"{schedule.cron!r} is not a valid cron expression (e.g. '0 10 * * *')",
-        )
+            f"{error} (e.g. '0 10 * * *': minute hour day-of-month month day-of-week)",
+        ) from error

@@ -6,7 +6,7 @@ from fastapi import APIRouter, Depends
 
 from scheduler.api.deps import get_principal
 from scheduler.api.errors import PROBLEM_JSON
-from scheduler.api.routes import health, jobs, processors, runs
+from scheduler.api.routes import health, jobs, processors, runs, schedules
 from scheduler.api.schemas import Problem
 
 _PROBLEMS: dict[int | str, dict[str, object]] = {
@@ -26,7 +26,7 @@ def api_router() -> APIRouter:
     router = APIRouter()
     router.include_router(health.router)
     protected = APIRouter(dependencies=[Depends(get_principal)], responses=_PROBLEMS)
-    for module in (jobs, runs, processors):
+    for module in (jobs, runs, processors, schedules):
         protected.include_router(module.router)
     router.include_router(protected)
     return router

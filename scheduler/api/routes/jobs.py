@@ -1,16 +1,30 @@
-"""``/jobs``: create, list and read jobs; start a run now; list a job's runs."""
+"""``/jobs``: create, list, read, change, commit and delete jobs; run now; list runs."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 from uuid import UUID
 
 from fastapi import APIRouter, Depends, Query
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import Response
+from pydantic import ValidationError
 
-from scheduler.api.deps import NowDep, ResourcesDep, SessionDep, require_json
-from scheduler.api.schemas import JobCreate, JobPublic, JobsPublic, RunPublic, RunsPublic
+from scheduler.api.deps import NowDep, PrincipalDep, ResourcesDep, SessionDep, require_json
+from scheduler.api.errors import PROBLEM_JSON
+from scheduler.api.schemas import (
+    JobCreate,
+    JobPublic,
+    JobsPublic,
+    JobUpdate,
+    Problem,
+    RunPublic,
+    RunsPublic,
+)
 from scheduler.services.errors import InvalidInput
+from scheduler.services.job_lifecycle import commit_job, delete_job
 from scheduler.services.job_queries import JobFilter, get_job, list_jobs
+from scheduler.services.job_update import update_job
 from scheduler.services.jobs import create_job
 from scheduler.services.run_queries import get_run, list_runs
 from scheduler.services.runs import create_run
@@ -74,3 +88,53 @@ def run_now(job_id: UUID, session: SessionDep, resources: ResourcesDep, now: Now
 def runs(job_id: UUID, session: SessionDep, limit: Limit = 50, cursor: Cursor = None) -> RunsPublic:
     """The job's runs, newest first, one page at a time."""
     return RunsPublic.of(list_runs(session, job_id, limit, cursor))
+
+
+_CONFLICT: dict[int | str, dict[str, Any]] = {409: {
+    "model": Problem, "content": {PROBLEM_JSON: {}},
+    "description": "The job's state does not allow it; `detail` names the state or the "
+    "unfinished run. Nothing was changed.",
+}}
+
+
+@router.post("/{job_id}/commit", responses=_CONFLICT)
+def commit(job_id: UUID, session: SessionDep, resources: ResourcesDep, now: NowDep) -> JobPublic:
+    """Make a draft (NEW) job live: a one-off job gets its run, a cron job its next fire."""
+    live = commit_job(session, job_id, now)
+    session.commit()
+    resources.relay_now(live.outbox_ids)
+    return JobPublic.of_detail(get_job(session, job_id))
+
+
+@router.patch("/{job_id}", dependencies=[Depends(require_json)], responses=_CONFLICT)
+def update(job_id: UUID, patch: JobUpdate, session: SessionDep, now: NowDep) -> JobPublic:
+    """Change the fields given (each replaces the old value whole); bumps ``version``.
+
+    The definition (tasks, params, secure params, canary, failure threshold, timeout,
+    task defaults, priority) cannot change while a run is unfinished: a run keeps the
+    definition it started with. ``enabled: false`` stops a cron job firing.
+    """
+    try:
+        update_job(session, job_id, patch, now)
+    except ValidationError as error:
+        # The merged spec broke a rule of a create (a graph rule, a missing name...):
+        # reported like the request's own validation errors.
+        errors = [{**e, "loc": ("body", *e["loc"])} for e in error.errors()]
+        names = {"tasks": [{"name": task.name} for task in patch.tasks or []]}
+        raise RequestValidationError(errors, body=names) from error
+    session.commit()
+    return JobPublic.of_detail(get_job(session, job_id))
+
+
+@router.delete("/{job_id}", status_code=204, response_class=Response, responses=_CONFLICT)
+def delete(
+    job_id: UUID, session: SessionDep, resources: ResourcesDep, principal: PrincipalDep,
+    force: Annotated[bool, Query(description="Cancel the job's unfinished runs first.")] = False,
+) -> Response:
+    """Delete the job with its runs, task runs, journal, logs and storage."""
+    delete_job(
+        session, job_id, force=force,
+        cancel_run=lambda run_id: resources.control.run_action(run_id, "cancel", principal.name),
+    )
+    session.commit()
+    return Response(status_code=204)

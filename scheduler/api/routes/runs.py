@@ -1,18 +1,25 @@
-"""``/runs``: a run with its tasks, its journal, and task logs."""
+"""``/runs``: a run with its tasks, its journal, task logs, and a person's actions on it."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, get_args
 from uuid import UUID
 
 from fastapi import APIRouter, Header, Query
 from fastapi.responses import PlainTextResponse, Response
 
-from scheduler.api.deps import SessionDep
-from scheduler.api.schemas import JournalEntryPublic, JournalPublic, LogsPublic, RunPublic
+from scheduler.api.deps import PrincipalDep, ResourcesDep, SessionDep
+from scheduler.api.errors import PROBLEM_JSON
+from scheduler.api.schemas import JournalEntryPublic, JournalPublic, LogsPublic, Problem, RunPublic
+from scheduler.engine.commands import RunAction, TaskAction
 from scheduler.services.run_queries import get_run, journal, task_logs
 
 router = APIRouter(prefix="/runs", tags=["runs"])
+_REFUSED: dict[int | str, dict[str, Any]] = {409: {
+    "model": Problem, "content": {PROBLEM_JSON: {}},
+    "description": "The run's (or task's) current state does not allow the action; "
+    "`detail` names it. Nothing was changed.",
+}}
 
 
 @router.get("/{run_id}")
@@ -46,3 +53,54 @@ def read_logs(
 def _wants_text(accept: str) -> bool:
     """Plain text only when asked for it and JSON is not also acceptable."""
     return "text/plain" in accept and "application/json" not in accept
+
+
+def _run_action_route(action: RunAction) -> None:
+    """``POST /runs/{id}/<action>``: one route per action, so each is documented."""
+
+    def act(
+        run_id: UUID, session: SessionDep, resources: ResourcesDep, principal: PrincipalDep
+    ) -> RunPublic:
+        resources.control.run_action(run_id, action, principal.name)
+        return RunPublic.of_detail(get_run(session, run_id))
+
+    router.post(
+        f"/{{run_id}}/{action}", name=f"{action}_run", summary=f"{action.capitalize()} the run",
+        description=_RUN_DOCS[action], responses=_REFUSED,
+    )(act)
+
+
+def _task_action_route(action: TaskAction) -> None:
+    """``POST /runs/{id}/tasks/{task}/<action>``; ``task`` is a name or a task run id."""
+
+    def act(
+        run_id: UUID, task: str, session: SessionDep, resources: ResourcesDep,
+        principal: PrincipalDep,
+    ) -> RunPublic:
+        resources.control.task_action(run_id, task, action, principal.name)
+        return RunPublic.of_detail(get_run(session, run_id))
+
+    router.post(
+        f"/{{run_id}}/tasks/{{task}}/{action}", name=f"{action}_task",
+        summary=f"{action.capitalize()} a task", description=_TASK_DOCS[action],
+        responses=_REFUSED,
+    )(act)
+
+
+_RUN_DOCS = {
+    "cancel": "Cancel unstarted tasks now, stop running ones; the run ends CANCELED.",
+    "pause": "Pause READY tasks, let ACTIVE ones finish; the run ends PAUSED.",
+    "resume": "Dispatch the paused tasks again; the run goes on.",
+    "retry": "Run a FAILED, TIMEOUT or CANCELED run again, without its COMPLETED tasks.",
+    "confirm": "Confirm every task waiting for confirmation.",
+}
+_TASK_DOCS = {
+    "confirm": "The task waiting in CONFIRM completes; the run goes on.",
+    "reject": "The task waiting in CONFIRM is REJECTED; the run fails.",
+    "skip": "The task is SKIPPED and counts as done for its successors.",
+    "retry": "The task and its descendants run again (also on a COMPLETED run).",
+}
+for _run_action in get_args(RunAction):
+    _run_action_route(_run_action)
+for _task_action in get_args(TaskAction):
+    _task_action_route(_task_action)

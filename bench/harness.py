@@ -1,0 +1,56 @@
+"""What the benchmarks share: servers in a scratch database, waiting, percentiles."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from tempfile import mkdtemp
+
+import psycopg
+
+from common.persistence.migrate import upgrade
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float, what: str,
+              poll_s: float = 0.01) -> None:
+    """Poll ``condition`` until it holds; ``TimeoutError`` naming ``what`` after the timeout."""
+    end = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > end:
+            raise TimeoutError(what)
+        time.sleep(poll_s)
+
+
+@contextmanager
+def servers() -> Iterator[tuple[str, str]]:
+    """A migrated scratch database and a Redis URL, from the environment or embedded."""
+    db, rd = os.environ.get("STELLWERK_BENCH_DATABASE_URL"), os.environ.get(
+        "STELLWERK_BENCH_REDIS_URL")
+    with ExitStack() as stack:
+        if not (db and rd):
+            from common.embedded import EmbeddedServers
+
+            emb = stack.enter_context(EmbeddedServers(Path(mkdtemp(prefix="stellwerk-bench-"))))
+            db, rd = db or emb.database_url, rd or emb.redis_url
+        name = f"stellwerk_bench_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(db, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        info = psycopg.conninfo.conninfo_to_dict(db)
+        info["dbname"] = name
+        url = "postgresql://?" + "&".join(f"{k}={v}" for k, v in info.items() if v is not None)
+        upgrade(url)
+        try:
+            yield url, rd
+        finally:
+            with psycopg.connect(db, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The ``q`` quantile (0..1) of ``values``, nearest rank."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]

@@ -1,0 +1,186 @@
+"""Cron firing under load: lateness with 1,000 and with 100,000 enabled cron jobs, a burst.
+
+One invocation, real processes (engine, beat, one worker of ``noop`` tasks, threads x 8)
+on the same servers:
+  1. 1,000 enabled cron jobs of one ``noop`` task. Their next fires are spread at
+     ``--rate`` per second (steady load); each fire's lateness is measured from its
+     nominal time to its first task's start (the worker's clock at claim).
+  2. The same after adding 99,000 more enabled cron jobs (not due): the two must not
+     differ, since finding due fires walks the ``next_fire_at`` index.
+  3. A burst: the 1,000 jobs all due at the same second; the time until every first
+     task has started.
+  4. The beat's CPU per tick while idle with 100,000 jobs.
+
+Fires are minute-granular in cron, so a steady few hundred per second cannot come from
+the expressions themselves: the benchmark sets the jobs' ``next_fire_at`` (the nominal
+time of their next fire, which is what the beat reads) to successive instants. Their
+cron (``0 0 1 1 *``) puts the fire after that a year away.
+
+    .venv/bin/python bench/scheduler.py [--rate 250] [--jobs 1000] [--filler 99000]
+
+Servers: ``STELLWERK_BENCH_DATABASE_URL`` / ``STELLWERK_BENCH_REDIS_URL`` or embedded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.harness import percentile, servers, wait_for  # noqa: E402
+from bench.processes import Processes  # noqa: E402
+from common.domain.spec import JobSpec  # noqa: E402
+from common.persistence.db import make_engine, make_sessions  # noqa: E402
+from common.persistence.models import Base  # noqa: E402
+
+LEAD = timedelta(seconds=3)  # the first measured fire is this far from when it is set
+
+
+def template_job(database_url: str) -> uuid.UUID:
+    """One cron job made by the service, as the API makes it; the others are its clones."""
+    from scheduler.services.jobs import create_job
+
+    spec = JobSpec.model_validate({
+        "name": "bench-template", "schedule": {"cron": "0 0 1 1 *", "timezone": "UTC"},
+        "tasks": [{"name": "t", "type": "noop"}],
+    })
+    sessions = make_sessions(make_engine(database_url))
+    with sessions.begin() as session:
+        created = create_job(session, spec, datetime.now(UTC))
+    return created.job_id
+
+
+def clone_jobs(conn: psycopg.Connection[Any], template: uuid.UUID, n: int, prefix: str,
+               fire_at: datetime | None) -> list[uuid.UUID]:
+    """``n`` copies of the template (job, tasks, storage rows) in one statement each."""
+    conn.execute("drop table if exists clone_map")
+    conn.execute("create temp table clone_map as select gen_random_uuid() as id, g "
+                 "from generate_series(1, %s) g", (n,))
+    overrides = {"jobs": {"id": "m.id", "name": f"'{prefix}-' || m.g",
+                          "next_fire_at": "%(fire_at)s"},
+                 "tasks": {"id": "gen_random_uuid()", "job_id": "m.id"},
+                 "job_storage": {"job_id": "m.id"}}
+    for table, changed in overrides.items():
+        columns = [c.name for c in Base.metadata.tables[table].columns]
+        values = [changed.get(c, f"t.{c}") for c in columns]
+        key = "id" if table == "jobs" else "job_id"
+        conn.execute(
+            f"insert into {table} ({', '.join(columns)}) select {', '.join(values)} "
+            f"from clone_map m, {table} t where t.{key} = %(template)s",
+            {"template": template, "fire_at": fire_at},
+        )
+    ids = [row[0] for row in conn.execute("select id from clone_map order by g")]
+    conn.commit()
+    return ids
+
+
+def spread_fires(conn: psycopg.Connection[Any], jobs: list[uuid.UUID], start: datetime,
+                 rate: float) -> None:
+    """Give the jobs successive next fires from ``start``, ``rate`` per second."""
+    conn.execute(
+        "update jobs set next_fire_at = %s + (m.ord - 1) * %s * interval '1 second' "
+        "from unnest(%s::uuid[]) with ordinality as m(id, ord) where jobs.id = m.id",
+        (start, 1.0 / rate if rate else 0.0, jobs),
+    )
+    conn.commit()
+
+
+def lateness_ms(conn: psycopg.Connection[Any], jobs: list[uuid.UUID], since: datetime,
+                timeout_s: float) -> list[float]:
+    """Nominal fire → first task started, for each run of ``jobs`` scheduled from ``since``."""
+    query = ("select extract(epoch from min(tr.started_at) - r.scheduled_for) * 1000 "
+             "from runs r join task_runs tr on tr.run_id = r.id "
+             "where r.job_id = any(%s) and r.scheduled_for >= %s group by r.id")
+
+    def started() -> list[float]:
+        rows = conn.execute(query, (jobs, since)).fetchall()
+        conn.commit()
+        return [float(r[0]) for r in rows if r[0] is not None]
+
+    wait_for(lambda: len(started()) >= len(jobs), timeout_s, "fires did not all start",
+             poll_s=0.2)
+    return started()
+
+
+def steady(conn: psycopg.Connection[Any], jobs: list[uuid.UUID], rate: float,
+           procs: Processes) -> tuple[list[float], float]:
+    """Lateness of one fire per job at ``rate`` per second, and beat CPU ms per fire."""
+    start = datetime.now(UTC) + LEAD
+    spread_fires(conn, jobs, start, rate)
+    before = procs.cpu_seconds()["beat"]
+    late = lateness_ms(conn, jobs, start, 120 + len(jobs) / rate)
+    return late, 1000 * (procs.cpu_seconds()["beat"] - before) / len(jobs)
+
+
+def burst(conn: psycopg.Connection[Any], jobs: list[uuid.UUID]) -> float:
+    """Seconds from the common fire time until every first task has started."""
+    start = datetime.now(UTC) + LEAD
+    spread_fires(conn, jobs, start, 0)
+    return max(lateness_ms(conn, jobs, start, 300)) / 1000
+
+
+def idle_tick_ms(procs: Processes, seconds: float = 10) -> float:
+    """The beat's CPU per tick (one a second when nothing is due)."""
+    before = procs.cpu_seconds()["beat"]
+    time.sleep(seconds)
+    return 1000 * (procs.cpu_seconds()["beat"] - before) / seconds
+
+
+def start_system(database_url: str, redis_url: str, procs: Processes) -> None:
+    env = {**os.environ, "STELLWERK_DATABASE_URL": database_url,
+           "STELLWERK_REDIS_URL": redis_url, "PYTHONUNBUFFERED": "1"}
+    cli = [sys.executable, "-m", "scheduler.cli.main"]
+    procs.start("engine", [*cli, "engine"], env)
+    procs.start("beat", [*cli, "beat"], env)
+    procs.start("worker", [*cli, "worker", "--types", "noop", "--concurrency", "8",
+                           "--pool", "threads"], env)
+
+
+def report(label: str, late: list[float], beat_ms: float) -> None:
+    print(f"{label}: fire lateness p50 {percentile(late, 0.5):.1f} ms, "
+          f"p99 {percentile(late, 0.99):.1f} ms, max {max(late):.1f} ms "
+          f"({len(late)} fires; beat {beat_ms:.2f} ms CPU per fire)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rate", type=float, default=250.0)
+    parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--filler", type=int, default=99_000)
+    args = parser.parse_args()
+    with servers() as (database_url, redis_url), Processes() as procs, \
+            psycopg.connect(database_url) as conn:
+        import redis
+
+        redis.Redis.from_url(redis_url).flushdb()
+        template = template_job(database_url)
+        jobs = clone_jobs(conn, template, args.jobs - 1, "bench", None) + [template]
+        start_system(database_url, redis_url, procs)
+        small, small_cpu = steady(conn, jobs, args.rate, procs)
+        next_year = datetime(datetime.now(UTC).year + 1, 1, 1, tzinfo=UTC)
+        clone_jobs(conn, template, args.filler, "filler", next_year)
+        conn.execute("analyze jobs")
+        conn.commit()
+        total = len(jobs) + args.filler
+        large, large_cpu = steady(conn, jobs, args.rate, procs)
+        burst_s = burst(conn, jobs)
+        tick_ms = idle_tick_ms(procs)
+    print(f"steady load {args.rate:g} fires/s, one noop task each; servers as configured")
+    report(f"{len(jobs):>7,} cron jobs", small, small_cpu)
+    report(f"{total:>7,} cron jobs", large, large_cpu)
+    print(f"burst: {len(jobs):,} jobs due at the same second all started after {burst_s:.2f} s")
+    print(f"beat idle with {total:,} jobs: {tick_ms:.2f} ms CPU per tick")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""A partial change of a job (``PATCH /jobs/{id}``) and how it applies to the stored spec.
+
+Every field of the patch replaces the field of the spec as a whole (``tasks`` is the
+whole graph, ``schedule`` the whole schedule, ``labels`` all labels); a field left out
+is kept. The result is validated as a new :class:`JobSpec`, so a patch obeys exactly
+the rules of a create. Identity fields (``tenant``, ``application``), the ``draft``
+flag (``commit`` ends a draft) and ``storage`` (the runs' data) cannot be patched.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any, Literal
+
+from pydantic import Field
+
+from common.domain.spec import JobSpec, Schedule, Strict, TaskDefaults, TaskSpec
+
+# What the engine reads of a job while a run goes on (``JobStructure``): changing one of
+# these under an unfinished run would give it a definition it did not start with.
+DEFINITION_FIELDS = frozenset({
+    "tasks", "params", "secure_params", "canary", "failure_threshold", "timeout",
+    "task_defaults", "priority",
+})
+# Fields whose change rewrites the task rows (effective settings are stored per task).
+TASK_FIELDS = frozenset({"tasks", "task_defaults", "priority"})
+
+
+class JobPatch(Strict):
+    """The fields of a job spec a ``PATCH`` may change; all optional."""
+
+    name: str | None = None
+    description: str | None = None
+    type: str | None = None
+    owner: str | None = None
+    labels: dict[str, str] | None = None
+    priority: int | None = None
+    params: dict[str, Any] | None = None
+    secure_params: dict[str, Any] | None = None
+    tasks: list[TaskSpec] | None = Field(default=None, description="The whole new graph.")
+    schedule: Schedule | None = None
+    canary: bool | None = None
+    failure_threshold: float | None = None
+    timeout: timedelta | None = None
+    task_defaults: TaskDefaults | None = None
+    enabled: bool | None = None
+    catchup: Literal["none", "latest", "all"] | None = None
+    catchup_window: timedelta | None = None
+    overlap: Literal["allow", "skip", "buffer_one", "cancel_previous"] | None = None
+    suspend_at: datetime | None = None
+    suspend_after: timedelta | None = None
+    auto_resume: bool | None = None
+    late_after: timedelta | None = None
+
+    def given(self) -> frozenset[str]:
+        """The fields the request named (an explicit ``null`` included)."""
+        return frozenset(self.model_fields_set)
+
+    def apply(self, current: JobSpec) -> JobSpec:
+        """The spec with this patch applied; raises pydantic's ``ValidationError``.
+
+        A task of the new graph that does not mention ``secure_params`` keeps those of
+        the task of the same name: they are write-only, so a client cannot send them
+        back, and editing a task's params must not drop its secrets.
+        """
+        fields = current.model_dump(exclude={"tasks"})
+        fields.update({name: getattr(self, name) for name in self.given()})
+        fields["tasks"] = current.tasks if self.tasks is None else _keep_secrets(
+            self.tasks, {task.name: task for task in current.tasks}
+        )
+        return JobSpec.model_validate(fields)
+
+
+def _keep_secrets(tasks: list[TaskSpec], old: dict[str, TaskSpec]) -> list[TaskSpec]:
+    return [
+        task.model_copy(update={"secure_params": old[task.name].secure_params})
+        if "secure_params" not in task.model_fields_set and task.name in old else task
+        for task in tasks
+    ]

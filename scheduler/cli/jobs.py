@@ -1,0 +1,153 @@
+"""Client commands about jobs: ``jobs`` (a table), ``run-now``, and the ``job`` group.
+
+``job commit|enable|disable|delete ID`` act on one job, as ``kubectl`` or ``gh`` group
+the verbs of one kind of object; ``jobs`` and ``run-now`` stand beside ``submit``,
+``show`` and ``watch``. A 4xx answer is one line on stderr and exit code 1.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from urllib.parse import quote, urlencode
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from scheduler.cli.client import (
+    ApiUrlOption,
+    Connection,
+    DataDirOption,
+    TokenOption,
+    api_client,
+    call,
+    resolve_connection,
+)
+from scheduler.cli.errors import reporting_errors
+from scheduler.cli.views import state_text
+
+PANEL = "Client"
+JobArgument = Annotated[str, typer.Argument(help="The job's id.", show_default=False)]
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``jobs``, ``run-now`` and the ``job`` group to the app."""
+    app.command("jobs", rich_help_panel=PANEL)(reporting_errors(list_jobs))
+    app.command("run-now", rich_help_panel=PANEL)(reporting_errors(run_now))
+    group = typer.Typer(help="Commit, enable, disable or delete a job.", no_args_is_help=True)
+    for command in (commit, enable, disable, delete):
+        group.command()(reporting_errors(command))
+    app.add_typer(group, name="job", rich_help_panel=PANEL)
+
+
+def list_jobs(
+    *,
+    limit: Annotated[int, typer.Option("--limit", help="How many jobs, newest first.")] = 50,
+    job_type: Annotated[
+        str | None, typer.Option("--type", help="Only jobs of this type.", show_default=False)
+    ] = None,
+    label: Annotated[
+        list[str] | None,
+        typer.Option("--label", help="key=value; repeat to require several.", show_default=False),
+    ] = None,
+    api_url: ApiUrlOption = None, token: TokenOption = None, data_dir: DataDirOption = None,
+) -> None:
+    """List jobs (GET /jobs): id, name, state, schedule, enabled, version."""
+    query: list[tuple[str, str | int]] = [("limit", limit)]
+    query += [("type", job_type)] if job_type else []
+    query += [("label", item) for item in label or []]
+    with api_client(resolve_connection(api_url, token, data_dir)) as http:
+        page = call(http, "GET", f"/jobs?{urlencode(query)}")
+    Console().print(jobs_table(list(page.get("data") or [])))
+
+
+def run_now(
+    job: JobArgument, api_url: ApiUrlOption = None, token: TokenOption = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Start a new run of the job now (POST /jobs/{id}/runs); print the run's id."""
+    with api_client(resolve_connection(api_url, token, data_dir)) as http:
+        run = call(http, "POST", f"{_job_path(job)}/runs")
+    Console().print(Text(f"run {run.get('id')} ") + state_text(run.get("state")))
+
+
+def commit(
+    job: JobArgument, api_url: ApiUrlOption = None, token: TokenOption = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Make a draft job live: a one-off job gets its run, a cron job its schedule."""
+    answer = _send(resolve_connection(api_url, token, data_dir), "POST", job, "/commit")
+    _print_job(answer)
+    if answer.get("run_id"):
+        Console().print(f"run {answer['run_id']}")
+
+
+def enable(
+    job: JobArgument, api_url: ApiUrlOption = None, token: TokenOption = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Let a cron job fire again, from now on (missed fires are not caught up)."""
+    body = {"enabled": True}
+    _print_job(_send(resolve_connection(api_url, token, data_dir), "PATCH", job, "", body))
+
+
+def disable(
+    job: JobArgument, api_url: ApiUrlOption = None, token: TokenOption = None,
+    data_dir: DataDirOption = None,
+) -> None:
+    """Stop a cron job from firing; runs already started go on."""
+    body = {"enabled": False}
+    _print_job(_send(resolve_connection(api_url, token, data_dir), "PATCH", job, "", body))
+
+
+def delete(
+    job: JobArgument,
+    force: Annotated[
+        bool, typer.Option("--force", help="Cancel the job's unfinished runs first.")
+    ] = False,
+    api_url: ApiUrlOption = None, token: TokenOption = None, data_dir: DataDirOption = None,
+) -> None:
+    """Delete a job with its runs and logs; refused while a run is unfinished, unless --force."""
+    suffix = "?force=true" if force else ""
+    _send(resolve_connection(api_url, token, data_dir), "DELETE", job, suffix)
+    Console().print(f"job {job} deleted")
+
+
+def jobs_table(jobs: list[dict[str, Any]]) -> Table:
+    """A table of jobs as ``GET /jobs`` lists them."""
+    table = Table("id", "name", "state", "schedule", "enabled", "version", "created")
+    for job in jobs:
+        table.add_row(
+            str(job.get("id")), str(job.get("name")), state_text(job.get("state")),
+            _schedule(job.get("schedule")), "yes" if job.get("enabled") else "no",
+            str(job.get("version")), str(job.get("created_at", ""))[:19],
+        )
+    return table
+
+
+def _schedule(schedule: object) -> str:
+    if not isinstance(schedule, dict):
+        return ""
+    if schedule.get("cron"):
+        return f"{schedule['cron']} ({schedule.get('timezone') or 'UTC'})"
+    return f"at {schedule['at']}" if schedule.get("at") else "once"
+
+
+def _job_path(job: str) -> str:
+    return f"/jobs/{quote(job, safe='')}"
+
+
+def _send(
+    connection: Connection, method: str, job: str, suffix: str, body: object = None
+) -> dict[str, Any]:
+    with api_client(connection) as http:
+        return call(http, method, _job_path(job) + suffix, body)
+
+
+def _print_job(job: dict[str, Any]) -> None:
+    enabled = "enabled" if job.get("enabled") else "disabled"
+    Console().print(
+        Text(f"job {job.get('id')} ({job.get('name')}) ") + state_text(job.get("state"))
+        + Text(f", {enabled}, version {job.get('version')}")
+    )
