@@ -98,28 +98,36 @@ def spread_fires(conn: psycopg.Connection[Any], jobs: list[uuid.UUID], start: da
 def lateness_ms(conn: psycopg.Connection[Any], jobs: list[uuid.UUID], since: datetime,
                 timeout_s: float) -> list[float]:
     """Nominal fire → first task started, for each run of ``jobs`` scheduled from ``since``."""
-    query = ("select extract(epoch from min(tr.started_at) - r.scheduled_for) * 1000 "
+    wait_for(lambda: len(_lateness(conn, jobs, since)) >= len(jobs), timeout_s,
+             "fires did not all start", poll_s=0.2)
+    late = _lateness(conn, jobs, since)
+    engine = [row[1] for row in late]
+    print(f"    of which nominal → run started by the engine: p50 "
+          f"{percentile(engine, 0.5):.1f} ms, p99 {percentile(engine, 0.99):.1f} ms")
+    return [row[0] for row in late]
+
+
+def _lateness(conn: psycopg.Connection[Any], jobs: list[uuid.UUID],
+              since: datetime) -> list[tuple[float, float]]:
+    """(to the first task's start, to the run's start) in ms, for each started run."""
+    query = ("select extract(epoch from min(tr.started_at) - r.scheduled_for) * 1000, "
+             "extract(epoch from r.started_at - r.scheduled_for) * 1000 "
              "from runs r join task_runs tr on tr.run_id = r.id "
              "where r.job_id = any(%s) and r.scheduled_for >= %s group by r.id")
-
-    def started() -> list[float]:
-        rows = conn.execute(query, (jobs, since)).fetchall()
-        conn.commit()
-        return [float(r[0]) for r in rows if r[0] is not None]
-
-    wait_for(lambda: len(started()) >= len(jobs), timeout_s, "fires did not all start",
-             poll_s=0.2)
-    return started()
+    rows = conn.execute(query, (jobs, since)).fetchall()
+    conn.commit()
+    return [(float(r[0]), float(r[1])) for r in rows if r[0] is not None]
 
 
 def steady(conn: psycopg.Connection[Any], jobs: list[uuid.UUID], rate: float,
-           procs: Processes) -> tuple[list[float], float]:
-    """Lateness of one fire per job at ``rate`` per second, and beat CPU ms per fire."""
+           procs: Processes) -> tuple[list[float], dict[str, float]]:
+    """Lateness of one fire per job at ``rate`` per second, and CPU ms per fire."""
     start = datetime.now(UTC) + LEAD
     spread_fires(conn, jobs, start, rate)
-    before = procs.cpu_seconds()["beat"]
+    before = procs.cpu_seconds()
     late = lateness_ms(conn, jobs, start, 120 + len(jobs) / rate)
-    return late, 1000 * (procs.cpu_seconds()["beat"] - before) / len(jobs)
+    after = procs.cpu_seconds()
+    return late, {name: 1000 * (after[name] - before[name]) / len(jobs) for name in after}
 
 
 def burst(conn: psycopg.Connection[Any], jobs: list[uuid.UUID]) -> float:
@@ -146,10 +154,11 @@ def start_system(database_url: str, redis_url: str, procs: Processes) -> None:
                            "--pool", "threads"], env)
 
 
-def report(label: str, late: list[float], beat_ms: float) -> None:
+def report(label: str, late: list[float], cpu_ms: dict[str, float]) -> None:
+    cpu = ", ".join(f"{name} {ms:.2f}" for name, ms in cpu_ms.items())
     print(f"{label}: fire lateness p50 {percentile(late, 0.5):.1f} ms, "
           f"p99 {percentile(late, 0.99):.1f} ms, max {max(late):.1f} ms "
-          f"({len(late)} fires; beat {beat_ms:.2f} ms CPU per fire)")
+          f"({len(late)} fires; CPU ms per fire: {cpu})")
 
 
 def main() -> None:

@@ -255,6 +255,9 @@ class OutboxMessage(Base):
     task_id: Mapped[str | None] = mapped_column(String(200), nullable=True)
     payload: Mapped[Json]
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    # Not to be published before this (a run's start, a retry): the beat that wrote the
+    # row publishes it on time; any relay sends it once it is overdue by the grace.
+    due_at: Mapped[datetime | None] = mapped_column(nullable=True)
 
 
 class ConsumedMessage(Base):

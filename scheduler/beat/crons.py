@@ -5,8 +5,9 @@ is within :data:`LOOKAHEAD`. Due jobs are claimed with ``FOR UPDATE SKIP LOCKED`
 the partial index of that column (cost O(due)); in the same transaction each fire gets
 its row in ``fires`` (unique per job and time, ``ON CONFLICT DO NOTHING``), its run,
 skip or wait, and ``next_fire_at`` moves on. Several beats therefore never fire one
-time twice, and a crash loses none. Runs are created up to a second ahead, READY with
-``scheduled_for`` at the nominal time, so the beat's precise timer starts them on time.
+time twice, and a crash loses none. Runs are created up to the tick's lookahead ahead,
+READY with ``scheduled_for`` at the nominal time; ``start_due_runs`` then writes their
+activations as timed outbox rows that the beat's handoff publishes on time.
 
 Convention: a job's fire rows change only under its job row lock.
 """
@@ -16,10 +17,11 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from functools import lru_cache
 from typing import Any
-from uuid import UUID
+from uuid import UUID, uuid4
 
-from sqlalchemy import func, select
+from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import Session
 
@@ -35,29 +37,38 @@ from common.domain.states import RUN_UNFINISHED, RunState
 from common.messaging.messages import ACTIVATE_TASK, ACTIVATION_QUEUE, Activation, Event
 from common.messaging.notify import notify_message
 from common.messaging.publisher import Outgoing
+from common.persistence.db import driver
 from common.persistence.models import Fire, Job, Run
 from common.persistence.outbox import enqueue
+from scheduler.services.run_batch import NewRun, create_runs
 from scheduler.services.runs import create_run
 
 log = logging.getLogger(__name__)
 LOOKAHEAD = timedelta(seconds=1)
-# A beat that cannot claim a due job (another beat holds it) retries after this pause
-# instead of spinning.
-RETRY_PAUSE = timedelta(milliseconds=50)
-JOBS_PER_TICK = 200
+JOBS_PER_TICK = 1000
 FIRES_PER_JOB = 1000  # a long downtime is worked off over several ticks
 
 
 def fire_due_crons(session: Session, now: datetime, lookahead: timedelta = LOOKAHEAD) -> list[int]:
-    """Process every fire due by ``now + lookahead`` of the jobs claimed; return outbox ids."""
+    """Process every fire due by ``now + lookahead`` of the jobs claimed; return outbox ids.
+
+    Jobs with ``overlap: allow`` (the default, and all a busy beat sees) are written
+    together, a few statements for the whole tick (:class:`_FireBatch`); the others
+    look at their unfinished runs one job at a time.
+    """
+    horizon = now + lookahead
     due = (
-        select(Job).where(Job.next_fire_at <= now + lookahead).order_by(Job.next_fire_at)
+        select(Job).where(Job.next_fire_at <= horizon).order_by(Job.next_fire_at)
         .limit(JOBS_PER_TICK).with_for_update(skip_locked=True)
     )
+    batch = _FireBatch(session, now)
     ids: list[int] = []
     for job in session.scalars(due).all():
-        ids += _fire_job(session, job, now, now + lookahead)
-    return ids
+        if (job.spec or {}).get("overlap", "allow") == "allow":
+            batch.add(job, horizon)
+        else:
+            ids += _fire_job(session, job, now, horizon)
+    return ids + batch.write()
 
 
 def release_buffered(session: Session, now: datetime) -> list[int]:
@@ -76,36 +87,36 @@ def release_buffered(session: Session, now: datetime) -> list[int]:
     return ids
 
 
-def next_wakeup(session: Session, now: datetime, wake: datetime) -> datetime:
-    """``wake``, or earlier if a fire falls due (within the lookahead) before it."""
-    first = session.scalar(
-        select(func.min(Job.next_fire_at)).where(Job.next_fire_at.is_not(None))
-    )
-    if first is None:
-        return wake
-    return min(wake, max(first - LOOKAHEAD, now + RETRY_PAUSE))
-
-
 def _fire_job(session: Session, job: Job, now: datetime, horizon: datetime) -> list[int]:
+    decisions = _due_decisions(job, now, horizon)
+    firing = _JobFiring(session, job, now)
+    for decision in decisions:
+        firing.apply(decision)
+    return firing.finish()
+
+
+def _due_decisions(job: Job, now: datetime, horizon: datetime) -> list[Catch]:
+    """The job's fires due by ``horizon``, decided by its catchup; moves ``next_fire_at``."""
+    decisions, job.next_fire_at = _decide(job, now, horizon)
+    return decisions
+
+
+def _decide(job: Job, now: datetime, horizon: datetime) -> tuple[list[Catch], datetime | None]:
+    """The job's fires due by ``horizon`` decided by its catchup, and its next fire."""
     schedule = _schedule_of(job)
     if schedule is None or job.next_fire_at is None:
-        job.next_fire_at = None
-        return []
+        return [], None
     due: list[datetime] = []
     following = job.next_fire_at
     while following <= horizon and len(due) < FIRES_PER_JOB:
         due.append(following)
-        following = schedule.next_after(following)
+        following = _next_fire(schedule, following)
     spec: dict[str, Any] = job.spec or {}
     decisions = catch_up(
         due, following, now, spec.get("catchup", "none"),
         window=_seconds(spec.get("catchup_window")),
     )
-    job.next_fire_at = following
-    firing = _JobFiring(session, job, now)
-    for decision in decisions:
-        firing.apply(decision)
-    return firing.finish()
+    return decisions, following
 
 
 def _schedule_of(job: Job) -> CronSchedule | None:
@@ -114,10 +125,32 @@ def _schedule_of(job: Job) -> CronSchedule | None:
     if not cron or not job.enabled or job.draft:
         return None
     try:
-        return CronSchedule.parse(cron, (job.schedule or {}).get("timezone") or "UTC")
+        return _parse(cron, (job.schedule or {}).get("timezone") or "UTC")
     except CronError:
         log.warning("job %s has an unusable cron schedule; it will not fire", job.id)
         return None
+
+
+def _next_fire(schedule: CronSchedule, after: datetime) -> datetime:
+    """``schedule.next_after(after)``, shared by the jobs of one schedule and minute.
+
+    croniter costs ~0.4 ms a call; jobs on the same expression firing in the same
+    minute ask the same question. The first fire after the whole minute is also the
+    first after ``after`` when it lies beyond it (nothing can fire in between).
+    """
+    candidate = _next_after_minute(schedule, after.replace(second=0, microsecond=0))
+    return candidate if candidate > after else schedule.next_after(after)
+
+
+@lru_cache(maxsize=65536)
+def _next_after_minute(schedule: CronSchedule, minute: datetime) -> datetime:
+    return schedule.next_after(minute)
+
+
+@lru_cache(maxsize=4096)
+def _parse(expression: str, timezone: str) -> CronSchedule:
+    """Parsing validates with croniter, a measurable cost per fire; schedules repeat."""
+    return CronSchedule.parse(expression, timezone)
 
 
 def _seconds(value: Any) -> timedelta | None:
@@ -226,12 +259,74 @@ class _JobFiring:
             (self.unfinished or {})[run_id] = RunState.CANCEL_REQUESTED
 
     def _event(self, fire_at: datetime, reason: str) -> Event:
-        job = self.job
-        return Event(
-            event="run.skipped", at=self.now, job_id=job.id, job_name=job.name,
-            job_type=job.type, application=job.application, tenant=job.tenant,
-            reason=reason, scheduled_for=fire_at,
-        )
+        return _skipped_event(self.job, self.now, fire_at, reason)
+
+
+class _FireBatch:
+    """The fires of many ``overlap: allow`` jobs, written with a few statements."""
+
+    def __init__(self, session: Session, now: datetime) -> None:
+        self._session = session
+        self._now = now
+        self._jobs: dict[UUID, Job] = {}
+        self._fires: list[tuple[Any, ...]] = []  # in the column order of INSERT_FIRES
+        self._runs: dict[tuple[UUID, datetime], NewRun] = {}
+        self._reasons: dict[tuple[UUID, datetime], str] = {}
+        self._next: dict[UUID, datetime | None] = {}
+
+    def add(self, job: Job, horizon: datetime) -> None:
+        """Decide the job's due fires; nothing is written before :meth:`write`."""
+        self._jobs[job.id] = job
+        decisions, self._next[job.id] = _decide(job, self._now, horizon)
+        for decision in decisions:
+            key = (job.id, decision.fire_at)
+            trigger = decision.trigger or "schedule"
+            run_id = None
+            if decision.trigger is None:
+                self._reasons[key] = decision.reason
+            else:
+                run = NewRun(uuid4(), job, decision.trigger, decision.fire_at)
+                self._runs[key] = run
+                run_id = run.id
+            self._fires.append((job.id, decision.fire_at, "run" if run_id else "skipped",
+                                trigger, decision.reason, run_id, self._now))
+
+    def write(self) -> list[int]:
+        """Insert the fires not yet recorded (another beat may have), their runs, events."""
+        conn = driver(self._session)
+        if self._next:  # one statement, not an ORM flush of every job
+            conn.execute(MOVE_NEXT_FIRES, (list(self._next), list(self._next.values())))
+        if not self._fires:
+            return []
+        columns = [list(column) for column in zip(*self._fires, strict=True)]
+        inserted = set(conn.execute(INSERT_FIRES, columns).fetchall())
+        runs = [run for key, run in self._runs.items() if key in inserted]
+        ids = create_runs(self._session, runs, self._now)
+        skipped = [
+            _skipped_event(self._jobs[job_id], self._now, fire_at, reason)
+            for (job_id, fire_at), reason in self._reasons.items() if (job_id, fire_at) in inserted
+        ]
+        if skipped:
+            ids += enqueue(self._session, [notify_message(skipped)])
+        return ids
+
+
+MOVE_NEXT_FIRES = (
+    "UPDATE jobs SET next_fire_at = n.next_fire_at "
+    "FROM unnest(%b::uuid[], %b::timestamptz[]) AS n(id, next_fire_at) WHERE jobs.id = n.id"
+)
+INSERT_FIRES = (
+    "INSERT INTO fires (job_id, fire_at, outcome, trigger, reason, run_id, recorded_at) "
+    "SELECT * FROM unnest(%b::uuid[], %b::timestamptz[], %b::text[], %b::text[], %b::text[], "
+    "%b::uuid[], %b::timestamptz[]) ON CONFLICT DO NOTHING RETURNING job_id, fire_at"
+)
+
+
+def _skipped_event(job: Job, now: datetime, fire_at: datetime, reason: str) -> Event:
+    return Event(
+        event="run.skipped", at=now, job_id=job.id, job_name=job.name, job_type=job.type,
+        application=job.application, tenant=job.tenant, reason=reason, scheduled_for=fire_at,
+    )
 
 
 def _cancel(run_id: UUID) -> Outgoing:

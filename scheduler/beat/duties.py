@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from common.messaging.messages import ACTIVATE_TASK, ACTIVATION_QUEUE, Activation, Signal
@@ -28,21 +28,36 @@ def _activation(run_id: object, signal: Signal, task: str | None = None,
                     str(message.message_id))
 
 
-def start_due_runs(session: Session, now: datetime) -> list[int]:
-    """Activate READY runs whose scheduled time has come."""
-    due = select(Run.id).where(
-        Run.state == "READY", Run.activation_sent_at.is_(None), Run.scheduled_for <= now
+def start_due_runs(session: Session, now: datetime, horizon: datetime | None = None) -> list[int]:
+    """Activate READY runs due by ``horizon`` (default: now), each at its own time.
+
+    The activation of a run due after ``now`` is a timed outbox row that the beat's
+    handoff publishes at the run's ``scheduled_for`` (see ``handoff``).
+    """
+    due = select(Run.id, Run.scheduled_for).where(
+        Run.state == "READY", Run.activation_sent_at.is_(None),
+        Run.scheduled_for <= (horizon or now),
     ).limit(BATCH).with_for_update(skip_locked=True)
-    ids = list(session.scalars(due))
-    if not ids:
+    rows = session.execute(due).all()
+    if not rows:
         return []
-    session.execute(update(Run).where(Run.id.in_(ids)).values(activation_sent_at=now))
-    return enqueue(session, [_activation(run_id, "start") for run_id in ids])
+    session.execute(
+        update(Run).where(Run.id.in_([r.id for r in rows])).values(activation_sent_at=now))
+    return enqueue(session, [_activation(r.id, "start") for r in rows],
+                   due_at=[_later(r.scheduled_for, now) for r in rows])
 
 
-def fire_due_retries(session: Session, now: datetime) -> list[int]:
-    """Send the retry of every SOFT_FAILED attempt whose backoff has passed."""
-    return _signal_due_attempts(session, TaskRun.retry_at, now, "retry_due")
+def _later(when: datetime, now: datetime) -> datetime | None:
+    return when if when > now else None
+
+
+def fire_due_retries(session: Session, now: datetime, horizon: datetime | None = None) -> list[int]:
+    """Send the retry of every SOFT_FAILED attempt whose backoff ends by ``horizon``.
+
+    Like a run's start, a retry due after ``now`` is published at its time by the handoff.
+    """
+    return _signal_due_attempts(session, TaskRun.retry_at, now, "retry_due",
+                                horizon=horizon or now)
 
 
 def expire_leases(session: Session, now: datetime) -> list[int]:
@@ -57,31 +72,25 @@ def time_out_attempts(session: Session, now: datetime) -> list[int]:
 
 def _signal_due_attempts(
     session: Session, due_at: InstrumentedAttribute[datetime | None], now: datetime,
-    signal: Signal,
+    signal: Signal, horizon: datetime | None = None,
 ) -> list[int]:
     """Clear ``due_at`` on the attempts it has passed and tell the engine about each.
 
     Clearing and the outbox rows commit together, so an attempt is signalled once;
-    the engine ignores a signal for an attempt that is no longer current.
+    the engine ignores a signal for an attempt that is no longer current. With a
+    ``horizon``, attempts due up to then are taken, their messages timed.
     """
-    due = select(TaskRun.id).where(due_at <= now).limit(BATCH).with_for_update(skip_locked=True)
-    rows = session.execute(
-        update(TaskRun).where(TaskRun.id.in_(due)).values({due_at: None})
-        .returning(TaskRun.run_id, TaskRun.name, TaskRun.attempt)
-    ).all()
-    return enqueue(session, [_activation(r.run_id, signal, r.name, r.attempt) for r in rows])
-
-
-def next_wakeup(session: Session, now: datetime, interval: timedelta) -> datetime:
-    """The earlier of the next tick and the next due run or retry (a precise timer)."""
-    next_run = session.scalar(
-        select(func.min(Run.scheduled_for)).where(
-            Run.state == "READY", Run.activation_sent_at.is_(None)
-        )
+    due = (
+        select(TaskRun.id, due_at.label("due")).where(due_at <= (horizon or now))
+        .limit(BATCH).with_for_update(skip_locked=True).cte("due")
     )
-    next_retry = session.scalar(select(func.min(TaskRun.retry_at)))
-    candidates = [now + interval, *(t for t in (next_run, next_retry) if t is not None)]
-    return max(now, min(candidates))
+    rows = session.execute(
+        update(TaskRun).where(TaskRun.id == due.c.id).values({due_at: None})
+        .returning(TaskRun.run_id, TaskRun.name, TaskRun.attempt, due.c.due)
+    ).all()
+    messages = [_activation(r.run_id, signal, r.name, r.attempt) for r in rows]
+    timed = [_later(r.due, now) for r in rows] if horizon else None
+    return enqueue(session, messages, due_at=timed)
 
 
 def prune_consumed(session: Session, now: datetime, keep: timedelta) -> None:

@@ -1,7 +1,10 @@
-"""The beat loop: every duty once per tick, waking early for a run due before the tick.
+"""The beat loop: every duty once per tick; what falls due before the next, on time.
 
-Waking exactly at the earliest due time (instead of polling every 100 ms) keeps a
-one-off run's lateness to milliseconds while an idle beat costs one query a second.
+Runs to start, cron fires and retries due within the lookahead (two ticks) are
+written in the tick's transaction as timed outbox rows, and the handoff's timer
+publishes each at its instant. Lateness is then milliseconds while the tick stays one
+batch of queries a second, whatever the load (a tick woken for every due run cost a
+whole tick per fire).
 """
 
 from __future__ import annotations
@@ -11,10 +14,13 @@ import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
+from sqlalchemy import delete
 from sqlalchemy.orm import Session, sessionmaker
 
+from common.persistence.models import OutboxMessage
 from common.persistence.outbox import OutboxRelay
 from scheduler.beat import crons, duties, timers
+from scheduler.beat.handoff import Handoff
 
 log = logging.getLogger(__name__)
 PRUNE_EVERY = timedelta(minutes=1)
@@ -34,26 +40,32 @@ class Ticker:
     def __init__(
         self, sessions: sessionmaker[Session], relay: OutboxRelay, interval: timedelta,
         clock: Callable[[], datetime], cancel_grace: timedelta = timedelta(seconds=30),
-        *, fire_crons: bool = True, watch: Sequence[Duty] = (),
+        *, fire_crons: bool = True, watch: Sequence[Duty] = (), handoff: Handoff | None = None,
     ) -> None:
         self._sessions = sessions
         self._watch = watch  # lost attempts, task timeouts, suspension, lateness
         self._fire_crons = fire_crons  # False: STELLWERK_DISABLE_CRON
         self._cancel_grace = cancel_grace
         self._relay = relay
+        self._handoff = handoff or Handoff(relay, clock)
         self._interval = interval
+        self._lookahead = 2 * interval
         self._clock = clock
         self._last_prune: datetime | None = None
         self.stopping = threading.Event()
 
     def tick(self) -> datetime:
-        """Do every duty once; return when to wake up next."""
+        """Do every duty once; return when to tick next."""
         now = self._clock()
+        horizon = now + self._lookahead
         with self._sessions.begin() as session:
-            ids = duties.start_due_runs(session, now)
-            if self._fire_crons:
-                ids += crons.fire_due_crons(session, now) + crons.release_buffered(session, now)
-            ids += duties.fire_due_retries(session, now)
+            _forget(session, self._handoff.take_sent())
+            ids = []
+            if self._fire_crons:  # first: the runs it creates are started below
+                ids += crons.fire_due_crons(session, now, horizon - now)
+                ids += crons.release_buffered(session, now)
+            ids += duties.start_due_runs(session, now, horizon)
+            ids += duties.fire_due_retries(session, now, horizon)
             ids += duties.expire_leases(session, now)
             ids += timers.fire_run_timers(session, now, self._cancel_grace)
             for duty in self._watch:
@@ -61,11 +73,9 @@ class Ticker:
             if self._last_prune is None or now - self._last_prune >= PRUNE_EVERY:
                 duties.prune_consumed(session, now, KEEP_CONSUMED)
                 self._last_prune = now
-        self._relay.relay_ids(ids)
+        self._handoff.hand(self._relay.relay_due(ids, now))
         self._relay.relay_pending(min_age=RELAY_GRACE)
-        with self._sessions() as session:
-            wake = duties.next_wakeup(session, self._clock(), self._interval)
-            return crons.next_wakeup(session, self._clock(), wake) if self._fire_crons else wake
+        return now + self._interval
 
     def run(self) -> None:
         """Tick until stopped; an error is logged and the next tick tries again."""
@@ -78,3 +88,12 @@ class Ticker:
             delay = (wake - self._clock()).total_seconds()
             if delay > 0:
                 self.stopping.wait(delay)
+        self._handoff.stop(timeout_s=(self._lookahead + self._interval).total_seconds())
+        with self._sessions.begin() as session:
+            _forget(session, self._handoff.take_sent())
+
+
+def _forget(session: Session, ids: list[int]) -> None:
+    """Delete the rows the handoff has published."""
+    if ids:
+        session.execute(delete(OutboxMessage).where(OutboxMessage.id.in_(ids)))

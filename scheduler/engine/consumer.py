@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -25,6 +26,9 @@ ENGINE_QUEUES = (ACTIVATION_QUEUE, RESULTS_QUEUE)  # activations first: they sta
 IDLE_WAIT_S = 0.02
 RECOVER_EVERY_S = 10.0
 STATS_EVERY_S = 10.0
+# Small batches wait for more only while the engine was busy at least this share of
+# the last second: then it is the bottleneck, and batch size is its throughput.
+LINGER_WHEN_BUSY = 0.5
 
 
 class BatchStats:
@@ -54,6 +58,25 @@ class BatchStats:
             self._reset()
 
 
+class BusyRatio:
+    """The share of the last second the engine spent applying batches."""
+
+    def __init__(self, window_s: float = 1.0) -> None:
+        self._window_s = window_s
+        self._spans: deque[tuple[float, float]] = deque()
+
+    def add(self, started: float, ended: float) -> None:
+        """Record one batch's span (monotonic seconds)."""
+        self._spans.append((started, ended))
+
+    def ratio(self) -> float:
+        """Busy time within the window, divided by the window."""
+        since = time.monotonic() - self._window_s
+        while self._spans and self._spans[0][1] < since:
+            self._spans.popleft()
+        return sum(end - max(start, since) for start, end in self._spans) / self._window_s
+
+
 class EngineConsumer:
     """Takes message batches from Redis and hands them to a :class:`BatchApplier`."""
 
@@ -69,6 +92,7 @@ class EngineConsumer:
         self._on_outcome = on_outcome
         self.stats = BatchStats()
         self.stopping = threading.Event()
+        self._load = BusyRatio()
 
     def run(self) -> None:
         """Consume until :attr:`stopping` is set."""
@@ -85,17 +109,19 @@ class EngineConsumer:
                 self._idle()
 
     def _take(self) -> list[bytes]:
-        """A batch; when a backlog is waiting, a small batch waits a moment to grow.
+        """A batch; when the engine is busy, a small batch waits a moment to grow.
 
-        Each batch costs a transaction whatever its size, so while messages queue up a
-        few milliseconds of waiting buy far more throughput than they cost latency. A
-        message that arrives while the engine waits (a chain's next step) is applied at
-        once.
+        Each batch costs a transaction whatever its size, so while the engine cannot
+        keep up, a few milliseconds of waiting buy far more throughput than they cost
+        latency. Below that load nothing waits: a cron fire or a chain's next step is
+        applied at once. A message that arrives while the engine idles is applied at
+        once too.
         """
         raws = self._reader.take_more(self._batch_size)
         if not raws:
             return self._reader.take(self._batch_size, IDLE_WAIT_S)
-        if len(raws) < self._batch_size // 4 and self._linger_s:
+        busy = self._load.ratio() >= LINGER_WHEN_BUSY
+        if busy and len(raws) < self._batch_size // 4 and self._linger_s:
             self.stopping.wait(self._linger_s)
             raws += self._reader.take_more(self._batch_size - len(raws))
         return raws
@@ -120,6 +146,7 @@ class EngineConsumer:
         if self._on_outcome is not None:
             self._on_outcome(outcome)
         self.stats.add(len(raws), time.monotonic() - started)
+        self._load.add(started, time.monotonic())
 
 
 def _decode(raw: bytes) -> Incoming | None:

@@ -21,8 +21,8 @@ def dispatch_message(run: RunRecord, effect: Dispatch, storage: dict[str, Any]) 
         job_name=job.name, tenant=job.tenant, task=task.name, type=task.type,
         attempt=effect.attempt, params=task.params, secure_params=task.secure_params,
         job_params=job.params, job_secure_params=job.secure_params, storage=storage,
-        timeout_s=task.timeout_s, last_success_start=job.last_success_start,
-        last_success_finish=job.last_success_finish,
+        timeout_s=task.timeout_s, last_success_start=run.last_success_start,
+        last_success_finish=run.last_success_finish,
     )
     return Outgoing(
         task_queue(task.type), EXECUTE_TASK, message.model_dump(mode="json"),

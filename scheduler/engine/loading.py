@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from common.domain.snapshot import RunSnapshot, TaskRunView
 from common.domain.states import RunState, TaskState
+from common.persistence.db import driver
 from scheduler.engine.structure import JobStructure, StructureCache
 
 
@@ -33,6 +34,10 @@ class RunRecord:
     snapshot: RunSnapshot
     task_run_ids: dict[str, uuid.UUID]
     names_by_id: dict[uuid.UUID, str] = field(default_factory=dict)
+    # The job's last successful run, which dispatches carry; it changes with other
+    # runs of the job, so it is refreshed from the lock query every time.
+    last_success_start: datetime | None = None
+    last_success_finish: datetime | None = None
 
     def __post_init__(self) -> None:
         """Index task runs by id, for results that name the task run."""
@@ -41,17 +46,12 @@ class RunRecord:
 
 LOCK_RUNS = (
     "SELECT r.id, r.job_id, r.number, r.state, r.version, r.started_at, j.version, "
-    "j.last_success_start FROM runs r JOIN jobs j ON j.id = r.job_id "
+    "j.last_success_start, j.last_success_finish FROM runs r JOIN jobs j ON j.id = r.job_id "
     "WHERE r.id = ANY(%s) ORDER BY r.id FOR UPDATE OF r"
 )
-LOAD_TASK_RUNS = "SELECT id, name, state, attempt, base FROM task_runs WHERE run_id = %s"
-
-
-def driver(session: Session) -> PgConnection[Any]:
-    """The psycopg connection under the session's current transaction (the hot path)."""
-    connection = session.connection().connection.driver_connection
-    assert isinstance(connection, PgConnection)
-    return connection
+LOAD_TASK_RUNS = (
+    "SELECT run_id, id, name, state, attempt, base FROM task_runs WHERE run_id = ANY(%s)"
+)
 
 
 class RunLoader:
@@ -62,19 +62,24 @@ class RunLoader:
         self._cache: dict[uuid.UUID, RunRecord] = {}
 
     def lock(self, session: Session, run_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, RunRecord]:
-        """Lock the runs and return their records (missing runs are left out)."""
+        """Lock the runs and return their records (missing runs are left out).
+
+        Runs whose cached snapshot is stale are loaded together: one query for their
+        task runs and one set for the job structures missing from the cache.
+        """
         conn = driver(session)
+        rows = conn.execute(LOCK_RUNS, (sorted(set(run_ids)),)).fetchall()
         records: dict[uuid.UUID, RunRecord] = {}
-        for row in conn.execute(LOCK_RUNS, (sorted(set(run_ids)),)).fetchall():
-            run_id, job_id, version, job_version, last_success = (
-                row[0], row[1], row[4], row[6], row[7]
-            )
-            cached = self._cache.get(run_id)
-            if cached is not None and cached.version == version:
-                records[run_id] = cached
-                continue
-            job = self._structures.get(session, job_id, job_version, last_success)
-            records[run_id] = self._load(conn, row, job)
+        stale = []
+        for row in rows:
+            cached = self._cache.get(row[0])
+            if cached is not None and cached.version == row[4]:
+                records[row[0]] = cached
+            else:
+                stale.append(row)
+        records.update(self._load(conn, stale))
+        for row in rows:
+            records[row[0]].last_success_start, records[row[0]].last_success_finish = row[7:9]
         return records
 
     def remember(self, record: RunRecord) -> None:
@@ -85,17 +90,27 @@ class RunLoader:
         """Drop a record whose transaction did not commit."""
         self._cache.pop(run_id, None)
 
-    def _load(self, conn: PgConnection[Any], row: Any, job: JobStructure) -> RunRecord:
-        run_id, _, number, state, version, started_at = row[:6]
-        task_rows = conn.execute(LOAD_TASK_RUNS, (run_id,)).fetchall()
-        views = {name: TaskRunView(TaskState(st), attempt, base)
-                 for _, name, st, attempt, base in task_rows}
-        ordered = {name: views[name] for name in job.tasks if name in views}
-        snapshot = RunSnapshot(
-            state=RunState(state), graph=job.graph, info=job.infos, tasks=ordered,
-            canary=job.canary, failure_threshold=job.failure_threshold,
-        )
-        return RunRecord(
-            id=run_id, job=job, number=number, version=version, started_at=started_at,
-            snapshot=snapshot, task_run_ids={name: id_ for id_, name, *_ in task_rows},
-        )
+    def _load(self, conn: PgConnection[Any], rows: list[Any]) -> dict[uuid.UUID, RunRecord]:
+        if not rows:
+            return {}
+        jobs = self._structures.get_many(conn, {row[1]: row[6] for row in rows})
+        task_rows: dict[uuid.UUID, list[Any]] = {row[0]: [] for row in rows}
+        for task_row in conn.execute(LOAD_TASK_RUNS, ([row[0] for row in rows],)):
+            task_rows[task_row[0]].append(task_row[1:])
+        return {row[0]: _record(row, jobs[row[1]], task_rows[row[0]]) for row in rows}
+
+
+def _record(row: Any, job: JobStructure, task_rows: list[Any]) -> RunRecord:
+    """A run's record from its lock row, its job's structure and its task run rows."""
+    run_id, _, number, state, version, started_at = row[:6]
+    views = {name: TaskRunView(TaskState(st), attempt, base)
+             for _, name, st, attempt, base in task_rows}
+    snapshot = RunSnapshot(
+        state=RunState(state), graph=job.graph, info=job.infos,
+        tasks={name: views[name] for name in job.tasks if name in views},
+        canary=job.canary, failure_threshold=job.failure_threshold,
+    )
+    return RunRecord(
+        id=run_id, job=job, number=number, version=version, started_at=started_at,
+        snapshot=snapshot, task_run_ids={name: id_ for id_, name, *_ in task_rows},
+    )

@@ -12,12 +12,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
+from psycopg import Connection as PgConnection
 
 from common.domain.graph import Graph
 from common.domain.snapshot import TaskInfo
-from common.persistence.models import Job, Task, TaskEdge
 
 
 @dataclass(frozen=True)
@@ -50,8 +48,6 @@ class JobStructure:
     timeout: timedelta | None
     graph: Graph
     tasks: dict[str, TaskDef]
-    last_success_start: datetime | None
-    last_success_finish: datetime | None
     # When a started run is suspended (``scheduler.beat.suspension``): at a date, or
     # a duration after its start.
     suspend_at: datetime | None = None
@@ -69,47 +65,62 @@ class StructureCache:
     def __init__(self) -> None:
         self._cache: dict[uuid.UUID, JobStructure] = {}
 
-    def get(
-        self, session: Session, job_id: uuid.UUID, version: int,
-        last_success_start: datetime | None,
-    ) -> JobStructure:
-        """The structure of ``job_id`` at ``version``, from memory when it is cached.
+    def get_many(
+        self, conn: PgConnection[Any], versions: dict[uuid.UUID, int],
+    ) -> dict[uuid.UUID, JobStructure]:
+        """The structures of the jobs at the given versions; the missing read together.
 
-        The caller reads the version (and the last success, which dispatches carry) with
-        the run it locks, so a cache hit costs no query.
+        The caller reads each version with the run it locks, so a hit costs no query,
+        and the misses of a whole batch (a tick of cron fires: hundreds of jobs) cost
+        three queries, not three per job.
         """
-        cached = self._cache.get(job_id)
-        if (
-            cached is not None and cached.version == version
-            and cached.last_success_start == last_success_start
-        ):
-            return cached
-        structure = load_structure(session, job_id)
-        self._cache[job_id] = structure
-        return structure
+        found = {job_id: self._cache.get(job_id) for job_id in versions}
+        missing = [job_id for job_id, s in found.items()
+                   if s is None or s.version != versions[job_id]]
+        for structure in load_structures(conn, missing):
+            self._cache[structure.id] = found[structure.id] = structure
+        return {job_id: s for job_id, s in found.items() if s is not None}
 
 
-def load_structure(session: Session, job_id: uuid.UUID) -> JobStructure:
-    """Read a job, its tasks and edges."""
-    job = session.get_one(Job, job_id)
-    rows = session.scalars(select(Task).where(Task.job_id == job_id).order_by(Task.position))
-    tasks = {t.name: _task_def(t) for t in rows}
-    names = {t.id: t.name for t in tasks.values()}
-    successors: dict[str, list[str]] = {name: [] for name in tasks}
-    for edge in session.scalars(select(TaskEdge).where(TaskEdge.job_id == job_id)):
-        successors[names[edge.from_task]].append(names[edge.to_task])
-    graph = Graph.build((t.name, t.type, successors[t.name]) for t in tasks.values())
-    spec = job.spec
+def load_structures(conn: PgConnection[Any], job_ids: list[uuid.UUID]) -> list[JobStructure]:
+    """Read jobs, their tasks and edges: three queries whatever the number of jobs."""
+    if not job_ids:
+        return []
+    tasks: dict[uuid.UUID, list[TaskDef]] = {job_id: [] for job_id in job_ids}
+    for row in conn.execute(LOAD_TASKS, (job_ids,)):
+        tasks[row[0]].append(_task_def(row[1:]))
+    edges: dict[uuid.UUID, list[tuple[uuid.UUID, uuid.UUID]]] = {}
+    for job_id, from_task, to_task in conn.execute(LOAD_EDGES, (job_ids,)):
+        edges.setdefault(job_id, []).append((from_task, to_task))
+    return [_structure(row, tasks[row[0]], edges.get(row[0], []))
+            for row in conn.execute(LOAD_JOBS, (job_ids,))]
+
+
+LOAD_JOBS = ("SELECT id, version, name, type, application, tenant, params, secure_params, "
+             "spec FROM jobs WHERE id = ANY(%s)")
+LOAD_TASKS = ("SELECT job_id, id, name, type, params, secure_params, timeout_s, retries, "
+              "retry_backoff_s, confirm FROM tasks WHERE job_id = ANY(%s) "
+              "ORDER BY job_id, position")
+LOAD_EDGES = "SELECT job_id, from_task, to_task FROM task_edges WHERE job_id = ANY(%s)"
+
+
+def _structure(
+    row: Any, task_defs: list[TaskDef], edges: list[tuple[uuid.UUID, uuid.UUID]],
+) -> JobStructure:
+    job_id, version, name, job_type, application, tenant, params, secure, spec = row
+    names = {t.id: t.name for t in task_defs}
+    successors: dict[str, list[str]] = {t.name: [] for t in task_defs}
+    for from_task, to_task in edges:
+        successors[names[from_task]].append(names[to_task])
+    graph = Graph.build((t.name, t.type, successors[t.name]) for t in task_defs)
     timeout = spec.get("timeout")
     return JobStructure(
-        id=job.id, version=job.version, name=job.name, type=job.type,
-        application=job.application, tenant=job.tenant, params=job.params,
-        secure_params=json.loads(job.secure_params) if job.secure_params else {},
+        id=job_id, version=version, name=name, type=job_type, application=application,
+        tenant=tenant, params=params, secure_params=json.loads(secure) if secure else {},
         canary=bool(spec.get("canary", False)),
         failure_threshold=float(spec.get("failure_threshold", 0.0)),
         timeout=timedelta(seconds=float(timeout)) if timeout is not None else None,
-        graph=graph, tasks=tasks,
-        last_success_start=job.last_success_start, last_success_finish=job.last_success_finish,
+        graph=graph, tasks={t.name: t for t in task_defs},
         suspend_at=_date(spec.get("suspend_at")), suspend_after=_seconds(spec.get("suspend_after")),
     )
 
@@ -126,10 +137,12 @@ def _seconds(value: float | None) -> timedelta | None:
     return timedelta(seconds=float(value)) if value is not None else None
 
 
-def _task_def(task: Task) -> TaskDef:
+def _task_def(row: Any) -> TaskDef:
+    """A task row of :data:`LOAD_TASKS` (without its job id)."""
+    task_id, name, task_type, params, secure, timeout_s, retries, retry_backoff_s, confirm = row
     info = TaskInfo(
-        type=task.type, retries=task.retries,
-        retry_backoff=timedelta(seconds=task.retry_backoff_s), confirm=task.confirm,
+        type=task_type, retries=retries, retry_backoff=timedelta(seconds=retry_backoff_s),
+        confirm=confirm,
     )
-    secure = json.loads(task.secure_params) if task.secure_params else {}
-    return TaskDef(task.id, task.name, task.type, task.params, secure, task.timeout_s, info)
+    return TaskDef(task_id, name, task_type, params, json.loads(secure) if secure else {},
+                   timeout_s, info)

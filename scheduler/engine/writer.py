@@ -18,8 +18,9 @@ from psycopg.types.json import Jsonb
 from sqlalchemy.orm import Session
 
 from common.messaging.notify import notify_message
+from common.persistence.db import driver
 from scheduler.engine.changes import ChangeSet
-from scheduler.engine.loading import RunRecord, driver
+from scheduler.engine.loading import RunRecord
 
 CLAIM = (
     "INSERT INTO consumed_messages (message_id) SELECT unnest(%s::uuid[]) "

@@ -51,7 +51,7 @@ def create_run(
         id=uuid4(), job_id=job.id, number=_next_number(session, job.id), trigger=trigger,
         state=RunState.READY, scheduled_for=scheduled_for,
         activation_sent_at=now if due else None, created_at=now, updated_at=now,
-        late_at=_late_at(job, scheduled_for),
+        late_at=late_at(job, scheduled_for),
     )
     session.add(run)
     session.flush()
@@ -64,7 +64,7 @@ def create_run(
     return CreatedRun(run, ids)
 
 
-def _late_at(job: Job, scheduled_for: datetime) -> datetime | None:
+def late_at(job: Job, scheduled_for: datetime) -> datetime | None:
     """When the beat announces the run late if it has not started (``run.late``)."""
     late_after = (job.spec or {}).get("late_after")
     return None if late_after is None else scheduled_for + timedelta(seconds=float(late_after))

@@ -191,14 +191,6 @@ def test_a_disabled_job_does_not_fire(sessions: sessionmaker[Session]) -> None:
         assert session.get_one(Job, job_id).next_fire_at is None
 
 
-def test_wakeup_comes_a_lookahead_before_the_next_fire(sessions: sessionmaker[Session]) -> None:
-    cron_job(sessions, "wakeup")
-    late = T0 + timedelta(hours=1)
-    with sessions() as session:
-        wake = crons.next_wakeup(session, T0, late)
-    assert wake == T0.replace(second=0) + MINUTE - crons.LOOKAHEAD
-
-
 def _run_ids(sessions: sessionmaker[Session], job_id: UUID) -> list[UUID]:
     with sessions() as session:
         return list(session.scalars(select(Run.id).where(Run.job_id == job_id)))

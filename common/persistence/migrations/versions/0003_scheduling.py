@@ -6,8 +6,8 @@ Revises: 0002
 
 from __future__ import annotations
 
-import sqlalchemy as sa  # noqa: F401 - used by the sections below as they are filled in
-from alembic import op  # noqa: F401
+import sqlalchemy as sa
+from alembic import op
 
 revision = "0003"
 down_revision = "0002"
@@ -54,6 +54,8 @@ def upgrade() -> None:
         "ix_runs_timeout_at", "runs", ["timeout_at"], unique=False,
         postgresql_where=sa.text("timeout_at IS NOT NULL"),
     )
+    # -- timed outbox rows --
+    op.add_column("outbox", sa.Column("due_at", sa.DateTime(timezone=True), nullable=True))
     # -- suspension, lateness, lost attempts --
     for table, column in DUE_COLUMNS:
         op.add_column(table, sa.Column(column, sa.DateTime(timezone=True), nullable=True))
@@ -69,6 +71,8 @@ def downgrade() -> None:
     for table, column in reversed(DUE_COLUMNS):
         op.drop_index(f"ix_{table}_{column}", table_name=table)
         op.drop_column(table, column)
+    # -- timed outbox rows --
+    op.drop_column("outbox", "due_at")
     # -- run control timers (cancel grace, run timeout) --
     op.drop_index("ix_runs_timeout_at", table_name="runs")
     op.drop_index("ix_runs_cancel_grace", table_name="runs")
@@ -77,4 +81,3 @@ def downgrade() -> None:
     # -- cron fires --
     op.drop_index("ix_fires_buffered", table_name="fires")
     op.drop_table("fires")
-    pass
