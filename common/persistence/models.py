@@ -76,8 +76,6 @@ class Job(Base):
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     version: Mapped[int] = mapped_column(Integer, default=1)
     next_fire_at: Mapped[datetime | None] = mapped_column(nullable=True)
-    last_success_start: Mapped[datetime | None] = mapped_column(nullable=True)
-    last_success_finish: Mapped[datetime | None] = mapped_column(nullable=True)
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(server_default=func.now())
 
@@ -99,6 +97,11 @@ class JobStorage(Base):
     )
     data: Mapped[Json] = mapped_column(default=dict)
     updated_at: Mapped[datetime] = mapped_column(server_default=func.now())
+    # The job's last successful run (SPEC's LAST_SUCCESS_START/FINISH), kept here and
+    # not on the job row: the engine writes it as runs complete, and the beat holds job
+    # rows locked while it fires them.
+    last_success_start: Mapped[datetime | None] = mapped_column(nullable=True)
+    last_success_finish: Mapped[datetime | None] = mapped_column(nullable=True)
 
 
 class Task(Base):

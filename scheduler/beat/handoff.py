@@ -14,12 +14,14 @@ import heapq
 import itertools
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from common.persistence.outbox import Deferred, OutboxRelay
 
 log = logging.getLogger(__name__)
+LOG_EVERY_S = 10.0
 
 
 class Handoff:
@@ -34,6 +36,8 @@ class Handoff:
         self._sent: list[int] = []
         self._thread: threading.Thread | None = None
         self._stopping = False
+        self._late_ms: list[float] = []  # how late each row went out, logged now and then
+        self._logged = time.monotonic()
 
     def hand(self, rows: Sequence[Deferred]) -> None:
         """Publish ``rows`` at their due times."""
@@ -83,6 +87,17 @@ class Handoff:
                 continue
             with self._due:
                 self._sent += [row.id for row in batch]
+            self._account(batch)
+
+    def _account(self, batch: list[Deferred]) -> None:
+        """Log how late the timed messages went out, every ``LOG_EVERY_S``."""
+        sent = self._clock()
+        self._late_ms += [(sent - row.due_at).total_seconds() * 1000 for row in batch]
+        if time.monotonic() - self._logged >= LOG_EVERY_S:
+            late = sorted(self._late_ms)
+            log.info("published %d timed messages, late by p50 %.1f ms, max %.1f ms",
+                     len(late), late[len(late) // 2], late[-1])
+            self._late_ms, self._logged = [], time.monotonic()
 
     def _wait_for_due(self) -> list[Deferred] | None:
         """Every row due now (waiting until one is); None once stopping with none left."""

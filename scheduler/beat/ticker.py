@@ -1,10 +1,10 @@
 """The beat loop: every duty once per tick; what falls due before the next, on time.
 
 Runs to start, cron fires and retries due within the lookahead (two ticks) are
-written in the tick's transaction as timed outbox rows, and the handoff's timer
-publishes each at its instant. Lateness is then milliseconds while the tick stays one
-batch of queries a second, whatever the load (a tick woken for every due run cost a
-whole tick per fire).
+written as timed outbox rows, and the handoff's timer publishes each at its instant.
+Lateness is then milliseconds whatever the load (a tick woken for every due run cost
+a whole tick per fire). The firing duties run ``STEPS_PER_TICK`` times a tick, so a
+busy second's fires are written in small slices; the other duties once a tick.
 """
 
 from __future__ import annotations
@@ -30,6 +30,9 @@ KEEP_CONSUMED = timedelta(days=1)
 # Generous on purpose: publishing a 10,000-task fan-out takes seconds, and a grace
 # shorter than that made the beat send half of it a second time (measured).
 RELAY_GRACE = timedelta(seconds=30)
+# The firing duties run this many times a tick, so that a busy second's fires are
+# written in small slices (a burst of hundreds at once delayed everything else).
+STEPS_PER_TICK = 5
 # A duty claims what is due at ``now`` and returns the outbox rows it wrote.
 Duty = Callable[[Session, datetime], list[int]]
 
@@ -52,30 +55,47 @@ class Ticker:
         self._lookahead = 2 * interval
         self._clock = clock
         self._last_prune: datetime | None = None
+        self._steps = 0
         self.stopping = threading.Event()
 
     def tick(self) -> datetime:
-        """Do every duty once; return when to tick next."""
+        """The firing duties; every ``STEPS_PER_TICK``-th time, all the others too.
+
+        Return when to step next.
+        """
         now = self._clock()
-        horizon = now + self._lookahead
+        full = self._steps % STEPS_PER_TICK == 0
+        self._steps += 1
         with self._sessions.begin() as session:
             _forget(session, self._handoff.take_sent())
-            ids = []
-            if self._fire_crons:  # first: the runs it creates are started below
-                ids += crons.fire_due_crons(session, now, horizon - now)
-                ids += crons.release_buffered(session, now)
-            ids += duties.start_due_runs(session, now, horizon)
-            ids += duties.fire_due_retries(session, now, horizon)
-            ids += duties.expire_leases(session, now)
-            ids += timers.fire_run_timers(session, now, self._cancel_grace)
-            for duty in self._watch:
-                ids += duty(session, now)
-            if self._last_prune is None or now - self._last_prune >= PRUNE_EVERY:
-                duties.prune_consumed(session, now, KEEP_CONSUMED)
-                self._last_prune = now
+            ids = self._fire(session, now, now + self._lookahead)
+            if full:
+                ids += self._watch_over(session, now)
         self._handoff.hand(self._relay.relay_due(ids, now))
-        self._relay.relay_pending(min_age=RELAY_GRACE)
-        return now + self._interval
+        if full:
+            self._relay.relay_pending(min_age=RELAY_GRACE)
+        return now + self._interval / STEPS_PER_TICK
+
+    def _fire(self, session: Session, now: datetime, horizon: datetime) -> list[int]:
+        """Cron fires, runs to start and retries due by ``horizon``: timed activations."""
+        ids = []
+        if self._fire_crons:  # first: the runs it creates are started below
+            ids += crons.fire_due_crons(session, now, horizon - now)
+            ids += crons.release_buffered(session, now)
+        ids += duties.start_due_runs(session, now, horizon)
+        ids += duties.fire_due_retries(session, now, horizon)
+        return ids
+
+    def _watch_over(self, session: Session, now: datetime) -> list[int]:
+        """Leases, timers, lost attempts, suspension, lateness, pruning: once a tick."""
+        ids = duties.expire_leases(session, now)
+        ids += timers.fire_run_timers(session, now, self._cancel_grace)
+        for duty in self._watch:
+            ids += duty(session, now)
+        if self._last_prune is None or now - self._last_prune >= PRUNE_EVERY:
+            duties.prune_consumed(session, now, KEEP_CONSUMED)
+            self._last_prune = now
+        return ids
 
     def run(self) -> None:
         """Tick until stopped; an error is logged and the next tick tries again."""

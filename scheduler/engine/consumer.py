@@ -29,6 +29,7 @@ STATS_EVERY_S = 10.0
 # Small batches wait for more only while the engine was busy at least this share of
 # the last second: then it is the bottleneck, and batch size is its throughput.
 LINGER_WHEN_BUSY = 0.5
+SLOW_BATCH_S = 0.1  # a batch this slow is logged: lock waits, a server in trouble
 
 
 class BatchStats:
@@ -145,8 +146,11 @@ class EngineConsumer:
         self._reader.ack()
         if self._on_outcome is not None:
             self._on_outcome(outcome)
-        self.stats.add(len(raws), time.monotonic() - started)
-        self._load.add(started, time.monotonic())
+        busy_s = time.monotonic() - started
+        self.stats.add(len(raws), busy_s)
+        self._load.add(started, started + busy_s)
+        if busy_s >= SLOW_BATCH_S:
+            log.warning("slow batch: %d messages took %.0f ms", len(raws), 1000 * busy_s)
 
 
 def _decode(raw: bytes) -> Incoming | None:

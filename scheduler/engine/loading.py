@@ -46,7 +46,8 @@ class RunRecord:
 
 LOCK_RUNS = (
     "SELECT r.id, r.job_id, r.number, r.state, r.version, r.started_at, j.version, "
-    "j.last_success_start, j.last_success_finish FROM runs r JOIN jobs j ON j.id = r.job_id "
+    "s.last_success_start, s.last_success_finish FROM runs r JOIN jobs j ON j.id = r.job_id "
+    "LEFT JOIN job_storage s ON s.job_id = r.job_id "
     "WHERE r.id = ANY(%s) ORDER BY r.id FOR UPDATE OF r"
 )
 LOAD_TASK_RUNS = (

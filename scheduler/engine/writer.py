@@ -45,7 +45,12 @@ UPSERT_STORAGE = (
     "INSERT INTO job_storage (job_id, data, updated_at) VALUES (%s, %s, %s) "
     "ON CONFLICT (job_id) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at"
 )
-RECORD_SUCCESS = "UPDATE jobs SET last_success_start = %s, last_success_finish = %s WHERE id = %s"
+RECORD_SUCCESS = (
+    "INSERT INTO job_storage (last_success_start, last_success_finish, job_id, data, updated_at) "
+    "VALUES (%s, %s, %s, '{}', now()) ON CONFLICT (job_id) DO UPDATE SET "
+    "last_success_start = excluded.last_success_start, "
+    "last_success_finish = excluded.last_success_finish"
+)
 JSON_COLUMNS = frozenset({"output", "data", "payload"})
 
 

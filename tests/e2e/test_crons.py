@@ -14,6 +14,8 @@ pytestmark = pytest.mark.e2e
 
 NOOP = [{"name": "a", "type": "noop"}]
 
+MINUTE = timedelta(minutes=1)
+
 
 def fire_times(api: httpx.Client, job_id: str, after: str, count: int) -> list[str]:
     response = api.get(f"/jobs/{job_id}/fire-times", params={"after": after, "count": count})
@@ -48,27 +50,37 @@ def test_fire_times_refuses_bad_input(api: httpx.Client) -> None:
     assert missing.status_code == 404
 
 
-def test_two_beats_fire_an_every_minute_job_exactly_once(
+def test_two_beats_fire_many_every_minute_jobs_exactly_once(
     api: httpx.Client, system: System,
 ) -> None:
+    """Two real beats, 40 every-minute jobs, two minute boundaries: one run per fire."""
     system.start("beat2", "beat")
     try:
-        job = submit(api, {"name": "every-minute", "tasks": NOOP,
-                           "schedule": {"cron": "* * * * *"}})
-        boundary = datetime.fromisoformat(job["next_fire_times"][0])
-        runs = wait_for_runs(api, job["id"], deadline=boundary + timedelta(seconds=10))
-        run = wait_run(api, runs[0]["id"])
-        # Well past the fire both beats have seen it; still one run.
-        while datetime.now(UTC) < boundary + timedelta(seconds=3):
-            time.sleep(0.1)
-        runs = api.get(f"/jobs/{job['id']}/runs").json()["data"]
+        jobs = [submit(api, {"name": f"every-minute-{i}", "tasks": NOOP,
+                             "schedule": {"cron": "* * * * *"}}) for i in range(40)]
+        first = {job["id"]: datetime.fromisoformat(job["next_fire_times"][0]) for job in jobs}
+        last = max(first.values()) + MINUTE
+        while datetime.now(UTC) < last + timedelta(seconds=5):  # both beats saw it
+            time.sleep(0.2)
+        fired = {job_id: _scheduled(api, job_id) for job_id in first}
+        runs = api.get(f"/jobs/{jobs[0]['id']}/runs").json()["data"]
+        (run_id,) = [r["id"] for r in runs
+                     if datetime.fromisoformat(r["scheduled_for"]) == first[jobs[0]["id"]]]
+        run = wait_run(api, run_id)
     finally:
         system.stop("beat2")
-    assert [(datetime.fromisoformat(r["scheduled_for"]), r["trigger"]) for r in runs] == [
-        (boundary, "schedule")]
+    for job_id, start in first.items():
+        expected = [start + MINUTE * i for i in range(int((last - start) / MINUTE) + 1)]
+        assert fired[job_id] == expected, job_id
     assert run["state"] == "COMPLETED"
-    lateness = datetime.fromisoformat(run["started_at"]) - boundary
+    lateness = datetime.fromisoformat(run["started_at"]) - first[jobs[0]["id"]]
     assert timedelta(0) <= lateness < timedelta(seconds=1), lateness
+
+
+def _scheduled(api: httpx.Client, job_id: str) -> list[datetime]:
+    """When the job's runs were scheduled for, in order (duplicates kept)."""
+    runs = api.get(f"/jobs/{job_id}/runs", params={"limit": 100}).json()["data"]
+    return sorted(datetime.fromisoformat(r["scheduled_for"]) for r in runs)
 
 
 def wait_for_runs(api: httpx.Client, job_id: str, deadline: datetime) -> list[dict[str, object]]:

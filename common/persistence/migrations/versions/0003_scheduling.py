@@ -56,6 +56,11 @@ def upgrade() -> None:
     )
     # -- timed outbox rows --
     op.add_column("outbox", sa.Column("due_at", sa.DateTime(timezone=True), nullable=True))
+    # -- last success kept with the job storage, off the job row the beat locks --
+    for column in ("last_success_start", "last_success_finish"):
+        op.add_column("job_storage", sa.Column(column, sa.DateTime(timezone=True), nullable=True))
+        op.execute(f"UPDATE job_storage s SET {column} = j.{column} FROM jobs j WHERE j.id = s.job_id")
+        op.drop_column("jobs", column)
     # -- suspension, lateness, lost attempts --
     for table, column in DUE_COLUMNS:
         op.add_column(table, sa.Column(column, sa.DateTime(timezone=True), nullable=True))
@@ -71,6 +76,11 @@ def downgrade() -> None:
     for table, column in reversed(DUE_COLUMNS):
         op.drop_index(f"ix_{table}_{column}", table_name=table)
         op.drop_column(table, column)
+    # -- last success kept with the job storage, off the job row the beat locks --
+    for column in ("last_success_start", "last_success_finish"):
+        op.add_column("jobs", sa.Column(column, sa.DateTime(timezone=True), nullable=True))
+        op.execute(f"UPDATE jobs j SET {column} = s.{column} FROM job_storage s WHERE j.id = s.job_id")
+        op.drop_column("job_storage", column)
     # -- timed outbox rows --
     op.drop_column("outbox", "due_at")
     # -- run control timers (cancel grace, run timeout) --
