@@ -99,7 +99,7 @@ def lateness_ms(conn: psycopg.Connection[Any], jobs: list[uuid.UUID], since: dat
                 timeout_s: float) -> list[float]:
     """Nominal fire → first task started, for each run of ``jobs`` scheduled from ``since``."""
     wait_for(lambda: len(_lateness(conn, jobs, since)) >= len(jobs), timeout_s,
-             "fires did not all start", poll_s=0.2)
+             "fires did not all start", poll_s=0.5)
     late = _lateness(conn, jobs, since)
     engine = [row[1] for row in late]
     print(f"    of which nominal → run started by the engine: p50 "

@@ -8,6 +8,8 @@ import threading
 from types import FrameType
 from typing import Protocol
 
+from common.process import settle_garbage_collector
+
 
 class Loop(Protocol):
     """A component loop: runs until its ``stopping`` event is set."""
@@ -33,7 +35,9 @@ def run_until_signalled(name: str, loop: Loop) -> None:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    settle_garbage_collector()
     log = logging.getLogger(f"stellwerk.{name}")
     log.info("%s started", name)
     loop.run()
     log.info("%s stopped", name)
+

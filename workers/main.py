@@ -19,6 +19,7 @@ from celery.utils.nodenames import default_nodename
 import workers.builtin  # noqa: F401 - registers the built-in processors
 from common.config import Settings
 from common.messaging.messages import task_queue
+from common.process import settle_garbage_collector
 from workers.liveness import LivenessBeacon
 from workers.pool import CooperativeThreadPool
 from workers.registry import default_registry
@@ -68,6 +69,7 @@ def run_worker(
         quiet=True,
     )
     logger.info("%s serving %s with %d %s", hostname, ", ".join(types), concurrency, pool)
+    settle_garbage_collector()
     with LivenessBeacon(redis.Redis.from_url(redis_url), hostname, types, concurrency):
         worker.start()
     if worker.exitcode:
