@@ -6,7 +6,6 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import select, update
 
-from common.config import Settings
 from common.domain.spec import JobSpec
 from common.persistence.db import make_engine, make_sessions
 from common.persistence.models import OutboxMessage, Run, TaskRun
@@ -16,8 +15,8 @@ from scheduler.services.jobs import create_job
 NOW = datetime.now(UTC)
 
 
-def test_due_runs_retries_and_expired_leases_are_signalled_once(settings: Settings) -> None:
-    sessions = make_sessions(make_engine(settings.require_urls()[0]))
+def test_due_runs_retries_and_expired_leases_are_signalled_once(own_database: str) -> None:
+    sessions = make_sessions(make_engine(own_database))
     spec = JobSpec.model_validate({
         "name": "beat-duties", "schedule": {"at": (NOW - timedelta(seconds=1)).isoformat()},
         "tasks": [{"name": "a", "type": "noop"}, {"name": "b", "type": "noop"}],

@@ -21,10 +21,10 @@ from scheduler.services.jobs import create_job
 
 
 def test_a_run_due_within_the_lookahead_is_activated_at_its_time(
-    quiet_settings: Settings,
+    quiet_settings: Settings, own_database: str,
 ) -> None:
-    database_url, redis_url = quiet_settings.require_urls()
-    sessions = make_sessions(make_engine(database_url))
+    redis_url = quiet_settings.require_urls()[1]
+    sessions = make_sessions(make_engine(own_database))
     client = redis.Redis.from_url(redis_url)
     due = datetime.now(UTC) + timedelta(milliseconds=700)
     spec = JobSpec.model_validate({

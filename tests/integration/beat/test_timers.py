@@ -8,7 +8,6 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from common.config import Settings
 from common.domain.spec import JobSpec
 from common.persistence.db import make_engine, make_sessions
 from common.persistence.models import OutboxMessage, Run
@@ -36,8 +35,8 @@ def _signals(sessions: sessionmaker[Session], run_ids: set[uuid.UUID]) -> list[t
                   if uuid.UUID(p["run_id"]) in run_ids)
 
 
-def test_cancel_grace_and_run_timeout_are_signalled_once_when_due(settings: Settings) -> None:
-    sessions = make_sessions(make_engine(settings.require_urls()[0]))
+def test_cancel_grace_and_run_timeout_are_signalled_once_when_due(own_database: str) -> None:
+    sessions = make_sessions(make_engine(own_database))
     graced = _run(sessions, "grace-over", state="CANCEL_REQUESTED",
                   cancel_requested_at=NOW - GRACE - timedelta(seconds=1))
     young = _run(sessions, "grace-running", state="CANCEL_REQUESTED",
