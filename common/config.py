@@ -43,6 +43,11 @@ class Settings(BaseSettings):
     # never); a worker hands back what a bundle has not started after the spill delay.
     dispatch_bundle_size: int = 32
     bundle_spill_after_ms: float = 200.0
+    # Limits on what the API accepts (docs/decisions.md, "Limits"): a request body larger
+    # than this is 413; a params, secure params or storage object larger than this
+    # (as compact JSON) is 422 naming it.
+    api_max_body_bytes: int = 1024 * 1024
+    api_max_params_bytes: int = 64 * 1024
 
     @property
     def lease_ttl(self) -> timedelta:

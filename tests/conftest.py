@@ -90,7 +90,10 @@ def redis_url(server_urls: tuple[str, str]) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def settings(database_url: str, redis_url: str) -> Settings:
     """Settings pointing at the session's servers."""
-    return load_settings(database_url=database_url, redis_url=redis_url, admin_token="test-admin")
+    return load_settings(
+        database_url=database_url, redis_url=redis_url, admin_token="test-admin",
+        secret_key="test-secret-key",
+    )
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Literal
 from uuid import UUID
 
 import redis
@@ -17,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 from common.messaging.keys import CLAIM_TTL, cancel_key, claim_key
 from common.messaging.messages import TaskBundle, TaskDispatch, TaskResult, utcnow
 from common.messaging.publisher import Publisher, Sink
+from common.secure_params import SecretBox, SecretKeyError
 from workers.bundle import BundleItems, ResultBuffer
 from workers.context import TaskContext, attempt_label
 from workers.heartbeat import Heartbeat, Watchdog
@@ -68,8 +70,10 @@ class Executor:
         *,
         clock: Callable[[], datetime] = utcnow,
         spill_after: timedelta = timedelta(milliseconds=200),
+        secrets: SecretBox | None = None,
     ) -> None:
         self._registry = registry
+        self._secrets = secrets or SecretBox(None)
         self._redis = client
         self._publisher = publisher
         self._interval_s = heartbeat_interval.total_seconds()
@@ -124,6 +128,12 @@ class Executor:
         except UnknownTaskTypeError as exc:
             self._reject(dispatch, worker, f"{exc} on worker {worker}", outcomes)
             return
+        try:
+            dispatch = open_secrets(dispatch, self._secrets)
+        except SecretKeyError as exc:
+            # Another worker (or this one, restarted with the right key) may run it.
+            self._reject(dispatch, worker, f"{exc} (worker {worker})", outcomes, "FAILED")
+            return
         ctx = TaskContext.from_dispatch(dispatch, clock=self._clock)
         reporter = ResultReporter(
             self._publisher, dispatch, worker, started_at=self._clock(), outcomes=outcomes
@@ -133,7 +143,7 @@ class Executor:
             ctx, reporter, cancel_requested, interval_s=self._interval_s, watchdog=self._watchdog
         ) as beat:
             outcome = invoke(processor, ctx)
-        _report(reporter, ctx, outcome, timed_out=beat.timed_out)
+        _report(reporter, ctx, _masked(outcome, ctx.logs), timed_out=beat.timed_out)
 
     def _claim(self, dispatches: list[TaskDispatch], worker: str) -> list[bool]:
         """For each attempt, whether this worker may run it: first to claim, not cancelled.
@@ -163,13 +173,17 @@ class Executor:
         key = cancel_key(idempotency_key)
         return lambda: bool(self._redis.exists(key))
 
-    def _reject(self, dispatch: TaskDispatch, worker: str, message: str, outcomes: Sink) -> None:
+    def _reject(
+        self, dispatch: TaskDispatch, worker: str, message: str, outcomes: Sink,
+        outcome: Literal["REJECTED", "FAILED"] = "REJECTED",
+    ) -> None:
+        """End an attempt that this worker cannot run without running it."""
         label = attempt_label(dispatch.run_id, dispatch.task, dispatch.attempt)
-        logger.error("%s: rejected: %s", label, message)
+        logger.error("%s: %s: %s", label, outcome.lower(), message)
         reporter = ResultReporter(
             self._publisher, dispatch, worker, started_at=self._clock(), outcomes=outcomes
         )
-        reporter.finished(TaskLog(), "REJECTED", message=message)
+        reporter.finished(TaskLog(), outcome, message=message)
 
     def _reject_malformed(self, payload: object, error: ValidationError, worker: str) -> None:
         """Answer a dispatch that does not parse with REJECTED, if it names its attempt."""
@@ -184,6 +198,31 @@ class Executor:
             **ids.model_dump(), kind="finished", outcome="REJECTED", message=message, worker=worker
         )
         self._publisher.publish([result_message(result)])
+
+
+def open_secrets(dispatch: TaskDispatch, secrets: SecretBox) -> TaskDispatch:
+    """The dispatch with its sealed secure params opened (only ever in this process)."""
+    sealed, sealed_job = dispatch.sealed_secure_params, dispatch.sealed_job_secure_params
+    if sealed is None and sealed_job is None:
+        return dispatch
+    return dispatch.model_copy(update={
+        "secure_params": dispatch.secure_params if sealed is None else secrets.open(sealed),
+        "job_secure_params": (
+            dispatch.job_secure_params if sealed_job is None else secrets.open(sealed_job)
+        ),
+        "sealed_secure_params": None, "sealed_job_secure_params": None,
+    })
+
+
+def _masked(outcome: Outcome, logs: TaskLog) -> Outcome:
+    """The outcome with secure values masked in its message and output, as in its log."""
+    if isinstance(outcome, Completed):
+        return Completed(logs.mask_value(outcome.output))
+    if isinstance(outcome, Failed):
+        return Failed(logs.mask(outcome.message), logs.mask_value(outcome.output))
+    if isinstance(outcome, Rejected):
+        return Rejected(logs.mask(outcome.message))
+    return outcome
 
 
 def _report(reporter: ResultReporter, ctx: TaskContext, outcome: Outcome, timed_out: bool) -> None:

@@ -69,6 +69,8 @@ def run_worker(
         quiet=True,
     )
     logger.info("%s serving %s with %d %s", hostname, ", ".join(types), concurrency, pool)
+    if settings.secret_key is None:
+        logger.warning("STELLWERK_SECRET_KEY is not set: tasks with secure params will FAIL here")
     settle_garbage_collector()
     with LivenessBeacon(redis.Redis.from_url(redis_url), hostname, types, concurrency):
         worker.start()

@@ -18,6 +18,7 @@ from common.config import Settings
 from common.messaging.celery_app import make_celery
 from common.messaging.messages import EXECUTE_BUNDLE_TASK, EXECUTE_TASK
 from common.messaging.publisher import Publisher
+from common.secure_params import SecretBox
 from workers.executor import Executor
 from workers.registry import Registry
 
@@ -40,6 +41,7 @@ def build_worker_app(settings: Settings, registry: Registry) -> Celery:
         Publisher(client),
         heartbeat_interval=settings.heartbeat_interval,
         spill_after=settings.bundle_spill_after,
+        secrets=SecretBox(settings.secret_key),
     )
     fallback_name = socket.gethostname()
 

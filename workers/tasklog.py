@@ -8,6 +8,7 @@ a secret never reaches a message, the database or the UI (SPEC §6).
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -88,10 +89,24 @@ class TaskLog:
         self._dropped = 0
         return [LogLine(at=self._clock(), stream="log", line=line)]
 
-    def _clean(self, line: str) -> str:
-        line = line.rstrip("\r\n")
+    def mask(self, text: str) -> str:
+        """``text`` with every secure value replaced by ``***``."""
         for secret in self._secrets:
-            line = line.replace(secret, MASK)
+            text = text.replace(secret, MASK)
+        return text
+
+    def mask_value(self, value: Any) -> Any:
+        """A JSON value (an outcome's output) with every string in it masked."""
+        if isinstance(value, str):
+            return self.mask(value)
+        if isinstance(value, dict):
+            return {key: self.mask_value(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [self.mask_value(item) for item in value]
+        return value
+
+    def _clean(self, line: str) -> str:
+        line = self.mask(line.rstrip("\r\n"))
         if len(line) > MAX_LINE_CHARS:
             cut = len(line) - MAX_LINE_CHARS
             line = f"{line[:MAX_LINE_CHARS]} [stellwerk: {cut} more characters truncated]"
@@ -99,13 +114,25 @@ class TaskLog:
 
 
 def secret_strings(*values: Any) -> set[str]:
-    """Every string found inside ``values`` (nested dicts and lists included)."""
-    return set(_walk_strings(values))
+    """Every form in which a value inside ``values`` may show up in a log line.
+
+    Strings, numbers as text (``4711``, ``3.25``) and, where JSON writes a string
+    differently (quotes, backslashes, non-ASCII, as in ``$JOB_SECURE_PARAMS``), its
+    JSON-escaped form. Nested dicts and lists included; booleans and null are no secret.
+    """
+    found: set[str] = set()
+    for text in _walk_strings(values):
+        found.add(text)
+        found.add(json.dumps(text)[1:-1])
+    return found
 
 
 def _walk_strings(value: Any) -> Iterator[str]:
     if isinstance(value, str):
         yield value
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        yield str(value)
+        yield json.dumps(value)
     elif isinstance(value, dict):
         for item in value.values():
             yield from _walk_strings(item)

@@ -8,15 +8,36 @@ only the message to go by.
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
-from typing import Any, Literal
+from datetime import UTC, datetime, timedelta
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from common.domain.graph import Graph, GraphError
 
 TYPE_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 MAX_TASKS = 20_000
+# Durations: a timeout must be positive, a delay may be zero, and none is longer than ten
+# years, so that a date plus a duration always stays a date (past year 9999 the
+# arithmetic fails, and did, as a 500). Dates are bounded for the same reason.
+MAX_DURATION = timedelta(days=3650)
+EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+Positive = Annotated[timedelta, Field(gt=timedelta(0), le=MAX_DURATION)]
+NotNegative = Annotated[timedelta, Field(ge=timedelta(0), le=MAX_DURATION)]
+# No longer than the columns that hold them (a longer value was a 500 from the database).
+ShortText = Annotated[str, Field(max_length=200)]
+
+
+def _instant(value: datetime) -> datetime:
+    if value.tzinfo is None:
+        raise ValueError("a date must carry a UTC offset, e.g. 2027-01-01T10:00:00+01:00")
+    if not EARLIEST <= value <= LATEST:
+        raise ValueError(f"a date must lie between {EARLIEST.year} and {LATEST.year}")
+    return value
+
+
+Instant = Annotated[datetime, AfterValidator(_instant)]
 
 
 class Strict(BaseModel):
@@ -33,9 +54,9 @@ class TaskSpec(Strict):
     params: dict[str, Any] = Field(default_factory=dict)
     secure_params: dict[str, Any] | None = None
     next: list[str] = Field(default_factory=list)
-    timeout: timedelta | None = None
+    timeout: Positive | None = None
     retries: int | None = Field(default=None, ge=0, le=100)
-    retry_backoff: timedelta | None = None
+    retry_backoff: NotNegative | None = None
     confirm: bool = False
     priority: int | None = Field(default=None, ge=0, le=9)
 
@@ -50,24 +71,17 @@ class TaskSpec(Strict):
 class TaskDefaults(Strict):
     """Defaults applied to every task that does not set its own."""
 
-    timeout: timedelta = timedelta(hours=12)
+    timeout: Positive = timedelta(hours=12)
     retries: int = Field(default=0, ge=0, le=100)
-    retry_backoff: timedelta = timedelta(seconds=1)
+    retry_backoff: NotNegative = timedelta(seconds=1)
 
 
 class Schedule(Strict):
     """When a job runs: empty means once, now; ``at`` a one-off date; ``cron`` repeats."""
 
-    at: datetime | None = None
+    at: Instant | None = None
     cron: str | None = None
     timezone: str = "UTC"
-
-    @field_validator("at")
-    @classmethod
-    def _aware(cls, value: datetime | None) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            raise ValueError("'at' must carry a UTC offset, e.g. 2027-01-01T10:00:00+01:00")
-        return value
 
     @model_validator(mode="after")
     def _one_kind(self) -> Schedule:
@@ -81,10 +95,10 @@ class JobSpec(Strict):
 
     name: str = Field(min_length=1, max_length=200)
     description: str = ""
-    application: str = ""
-    type: str = ""
-    tenant: str = ""
-    owner: str = ""
+    application: ShortText = ""
+    type: ShortText = ""
+    tenant: ShortText = ""
+    owner: ShortText = ""
     labels: dict[str, str] = Field(default_factory=dict)
     priority: int = Field(default=5, ge=0, le=9)
     params: dict[str, Any] = Field(default_factory=dict)
@@ -94,17 +108,17 @@ class JobSpec(Strict):
     schedule: Schedule = Field(default_factory=Schedule)
     canary: bool = False
     failure_threshold: float = Field(default=0.0, ge=0.0, le=1.0)
-    timeout: timedelta | None = None
+    timeout: Positive | None = None
     task_defaults: TaskDefaults = Field(default_factory=TaskDefaults)
     enabled: bool = True
     draft: bool = False
     catchup: Literal["none", "latest", "all"] = "none"
-    catchup_window: timedelta | None = None
+    catchup_window: NotNegative | None = None
     overlap: Literal["allow", "skip", "buffer_one", "cancel_previous"] = "allow"
-    suspend_at: datetime | None = None
-    suspend_after: timedelta | None = None
+    suspend_at: Instant | None = None
+    suspend_after: Positive | None = None
     auto_resume: bool = False
-    late_after: timedelta | None = None
+    late_after: NotNegative | None = None
 
     @model_validator(mode="after")
     def _graph_is_valid(self) -> JobSpec:

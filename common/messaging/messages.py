@@ -76,6 +76,11 @@ class TaskDispatch(Message):
     secure_params: dict[str, Any] = Field(default_factory=dict)
     job_params: dict[str, Any] = Field(default_factory=dict)
     job_secure_params: dict[str, Any] = Field(default_factory=dict)
+    # Stellwerk's engine sends secure params sealed (``common.secure_params``) so that
+    # they are never plain text in the outbox or on Redis; the worker opens them. The
+    # plain fields above are for other publishers, which hold no key.
+    sealed_secure_params: str | None = None
+    sealed_job_secure_params: str | None = None
     storage: dict[str, Any] = Field(default_factory=dict)
     timeout_s: float = 12 * 3600.0
     last_success_start: datetime | None = None

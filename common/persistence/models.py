@@ -27,7 +27,7 @@ from sqlalchemy import (
     func,
     text,
 )
-from sqlalchemy.dialects.postgresql import JSONB, UUID
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 NAMING = {
@@ -315,3 +315,22 @@ class Fire(Base):
         UniqueConstraint("job_id", "fire_at"),
         Index("ix_fires_buffered", "job_id", postgresql_where=text("outcome = 'buffered'")),
     )
+
+
+class ApiToken(Base):
+    """An API token (SPEC §6): only the SHA-256 of its value is kept, looked up by it.
+
+    ``tenant`` None means the token sees every tenant; ``expires_at`` None, never expires.
+    A deleted token's row is gone, so it authenticates no more.
+    """
+
+    __tablename__ = "api_tokens"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(100))
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    scopes: Mapped[list[str]] = mapped_column(ARRAY(String(20)))
+    tenant: Mapped[str | None] = mapped_column(String(200), nullable=True, index=True)
+    created_by: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime]
+    expires_at: Mapped[datetime | None] = mapped_column(nullable=True)

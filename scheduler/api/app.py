@@ -15,6 +15,7 @@ from common.config import Settings
 from common.messaging.messages import utcnow
 from scheduler.api.errors import install_error_handlers
 from scheduler.api.landing import landing_router
+from scheduler.api.limits import BodySizeLimit, Limits
 from scheduler.api.resources import Clock, Resources
 from scheduler.api.routes import api_router
 
@@ -46,6 +47,9 @@ def create_app(settings: Settings, *, clock: Clock = utcnow) -> FastAPI:
         openapi_url=f"{base}/openapi.json", docs_url=None, redoc_url=None,
     )
     install_error_handlers(app)
+    limits = Limits.of(settings)
+    app.state.limits = limits
+    app.add_middleware(BodySizeLimit, max_bytes=limits.max_body_bytes)
     app.include_router(api_router(), prefix=base)
     app.include_router(landing_router(base), prefix=base.removesuffix(API_VERSION_PATH))
     return app

@@ -1,38 +1,37 @@
-"""Who is calling: bearer tokens resolved to a principal with scopes.
+"""Who is calling: bearer tokens resolved to a principal with scopes and maybe a tenant.
 
-Only the bootstrap admin token exists yet; the token table (with scopes and tenants,
-SPEC §6) will be looked up in :meth:`Authenticator.authenticate` and scope checks
-added as dependencies on top of :class:`Principal`.
+Two kinds of token: the bootstrap admin token from ``STELLWERK_ADMIN_TOKEN`` (scope
+``job``, every tenant), and API tokens from the ``api_tokens`` table (SPEC §6), created
+with ``POST /tokens``. Scope checks are dependencies (``scheduler.api.deps.scope``) on
+top of :class:`Principal`.
 """
 
 from __future__ import annotations
 
 import hmac
-from dataclasses import dataclass
+from datetime import datetime
 
 from pydantic import SecretStr
+from sqlalchemy.orm import Session
+
+from scheduler.services.access import Principal
+from scheduler.services.tokens import principal_of
+
+__all__ = ["ADMIN_SCOPES", "Authenticator", "Principal"]
 
 ADMIN_SCOPES = frozenset({"job"})
 
 
-@dataclass(frozen=True)
-class Principal:
-    """An authenticated caller; ``tenant`` None means it sees every tenant."""
-
-    name: str
-    scopes: frozenset[str]
-    tenant: str | None = None
-
-
 class Authenticator:
-    """Checks bearer tokens; without an admin token configured, none is accepted."""
+    """Checks bearer tokens: the admin token if one is configured, then the token table."""
 
     def __init__(self, admin_token: SecretStr | None) -> None:
         self._admin = admin_token.get_secret_value().encode() if admin_token else None
 
-    def authenticate(self, token: str) -> Principal | None:
-        """The principal of ``token``, or None if it is not a valid token."""
-        # Constant-time, so that response times reveal nothing about the token.
+    def authenticate(self, session: Session, token: str, now: datetime) -> Principal | None:
+        """The principal of ``token``, or None if it is unknown, deleted or expired."""
+        # Constant-time, so that response times reveal nothing about the admin token;
+        # API tokens are found by the hash of the value, never compared byte by byte.
         if self._admin and hmac.compare_digest(token.encode(), self._admin):
             return Principal(name="admin", scopes=ADMIN_SCOPES)
-        return None
+        return principal_of(session, token, now)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 from email.message import Message
 from typing import Annotated
@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from scheduler.api.auth import Principal
 from scheduler.api.errors import Unauthorized, UnsupportedMediaType
 from scheduler.api.resources import Resources
+from scheduler.services.access import Scope, require_scope
 
 # Stateless: it only reads the header and documents the scheme in OpenAPI. Errors are
 # raised by ``get_principal`` so that they come out as problem+json like all others.
@@ -47,19 +48,33 @@ NowDep = Annotated[datetime, Depends(get_now)]
 
 
 def get_principal(
-    resources: ResourcesDep,
+    resources: ResourcesDep, session: SessionDep, now: NowDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
     """The caller behind the bearer token; 401 without a valid one."""
     if credentials is None:
         raise Unauthorized("missing bearer token: send 'Authorization: Bearer <token>'")
-    principal = resources.authenticator.authenticate(credentials.credentials)
+    principal = resources.authenticator.authenticate(session, credentials.credentials, now)
     if principal is None:
-        raise Unauthorized("invalid bearer token")
+        raise Unauthorized("invalid bearer token (unknown, deleted or expired)")
     return principal
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
+
+
+def scope(*any_of: Scope) -> Callable[[Principal], None]:
+    """A route dependency: 403 naming the scope unless the caller has one of ``any_of``.
+
+    Used as ``dependencies=[Depends(scope("job"))]`` on every route, so that a route's
+    decorator says what it needs; the principal is resolved once per request.
+    """
+
+    def check(principal: PrincipalDep) -> None:
+        require_scope(principal, any_of)
+
+    check.required_scopes = any_of  # type: ignore[attr-defined]  # read by the route audit
+    return check
 
 
 def require_json(request: Request) -> None:

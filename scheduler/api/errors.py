@@ -15,12 +15,15 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException
 
-from scheduler.services.errors import Conflict, InvalidInput, NotFound, ServiceError
+from scheduler.services.errors import Conflict, Forbidden, InvalidInput, NotFound, ServiceError
 
 PROBLEM_JSON = "application/problem+json"
-_SERVICE_STATUS: dict[type[ServiceError], int] = {NotFound: 404, Conflict: 409, InvalidInput: 422}
+_SERVICE_STATUS: dict[type[ServiceError], int] = {
+    Forbidden: 403, NotFound: 404, Conflict: 409, InvalidInput: 422,
+}
 _DETAIL_ERRORS = 5
 
 log = logging.getLogger("stellwerk.api")
@@ -66,6 +69,7 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ServiceError, _service_error)
     app.add_exception_handler(RequestValidationError, _validation_error)
     app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(DataError, _unstorable)
     app.add_exception_handler(Exception, _unexpected)
 
 
@@ -99,6 +103,19 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
     return problem(exc.status_code, str(exc.detail), headers=exc.headers)
+
+
+async def _unstorable(request: Request, exc: Exception) -> JSONResponse:
+    """A value the database refused (a backstop: validation should have caught it).
+
+    The transaction is rolled back with the request's session, so nothing changed.
+    Only the database's first line is shown: SQLAlchemy's text carries the values.
+    """
+    assert isinstance(exc, DataError)
+    log.warning("database refused a value on %s %s: %s", request.method, request.url.path,
+                str(exc.orig).splitlines()[0] if exc.orig else "")
+    reason = str(exc.orig).splitlines()[0] if exc.orig else "invalid value"
+    return problem(422, f"a value cannot be stored: {reason}")
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -17,6 +17,7 @@ from common.messaging.messages import utcnow
 from common.messaging.publisher import Publisher
 from common.persistence.db import make_engine, make_sessions
 from common.persistence.outbox import OutboxRelay
+from common.secure_params import SecretBox
 from scheduler.api.auth import Authenticator
 from scheduler.engine.commands import RunControl
 from scheduler.engine.loading import RunLoader
@@ -39,6 +40,8 @@ class Resources:
     authenticator: Authenticator
     clock: Clock
     control: RunControl
+    # Seals secure params on create and PATCH; the API never returns them.
+    secrets: SecretBox
 
     @classmethod
     def open(cls, settings: Settings, clock: Clock = utcnow) -> Resources:
@@ -57,6 +60,7 @@ class Resources:
         return cls(
             engine=engine, sessions=sessions, redis=client, relay=relay,
             authenticator=Authenticator(settings.admin_token), clock=clock, control=control,
+            secrets=SecretBox(settings.secret_key),
         )
 
     def relay_now(self, outbox_ids: Sequence[int]) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from scheduler.cli import components, control, jobs, runs, up
+from scheduler.cli import components, control, jobs, runs, tokens, up
 
 
 def build_app() -> typer.Typer:
@@ -25,6 +25,7 @@ def build_app() -> typer.Typer:
     runs.register(app)
     jobs.register(app)
     control.register(app)
+    tokens.register(app)
     return app
 
 

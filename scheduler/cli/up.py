@@ -36,6 +36,7 @@ from scheduler.cli.admin_token import (
 from scheduler.cli.components import BUILTIN_TYPES, HostOption, PortOption
 from scheduler.cli.errors import CliError, reporting_errors
 from scheduler.cli.output import PrefixedOutput, SinkHandler
+from scheduler.cli.secret_key import load_or_create_secret_key
 from scheduler.cli.supervisor import ChildSpec, Supervisor
 
 log = logging.getLogger(__name__)
@@ -115,7 +116,11 @@ def _run_until_stopped(
 
     upgrade(database_url)
     token = load_or_create_admin_token(options.data_dir, settings.admin_token)
-    env = child_env(os.environ, database_url, redis_url, token, options)
+    secret_key = load_or_create_secret_key(options.data_dir, settings.secret_key)
+    env = {
+        **child_env(os.environ, database_url, redis_url, token, options),
+        "STELLWERK_SECRET_KEY": secret_key,
+    }
     stop = threading.Event()
     _stop_on_signals(stop)
     supervisor = Supervisor(plan_children(sys.executable, env, options), output)

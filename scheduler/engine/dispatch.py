@@ -19,8 +19,8 @@ def dispatch_message(run: RunRecord, effect: Dispatch, storage: dict[str, Any]) 
     message = TaskDispatch(
         task_run_id=run.task_run_ids[effect.task], run_id=run.id, job_id=job.id,
         job_name=job.name, tenant=job.tenant, task=task.name, type=task.type,
-        attempt=effect.attempt, params=task.params, secure_params=task.secure_params,
-        job_params=job.params, job_secure_params=job.secure_params, storage=storage,
+        attempt=effect.attempt, params=task.params, sealed_secure_params=task.sealed_secure_params,
+        job_params=job.params, sealed_job_secure_params=job.sealed_secure_params, storage=storage,
         timeout_s=task.timeout_s, last_success_start=run.last_success_start,
         last_success_finish=run.last_success_finish,
     )

@@ -6,7 +6,6 @@ memory instead of reading every task row for every batch of a 10,000-task run.
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -26,7 +25,8 @@ class TaskDef:
     name: str
     type: str
     params: dict[str, Any]
-    secure_params: dict[str, Any]
+    # Sealed as stored: the engine never opens secure params, the worker does.
+    sealed_secure_params: str | None
     timeout_s: float
     info: TaskInfo
 
@@ -42,7 +42,7 @@ class JobStructure:
     application: str
     tenant: str
     params: dict[str, Any]
-    secure_params: dict[str, Any]
+    sealed_secure_params: str | None
     canary: bool
     failure_threshold: float
     timeout: timedelta | None
@@ -116,7 +116,7 @@ def _structure(
     timeout = spec.get("timeout")
     return JobStructure(
         id=job_id, version=version, name=name, type=job_type, application=application,
-        tenant=tenant, params=params, secure_params=json.loads(secure) if secure else {},
+        tenant=tenant, params=params, sealed_secure_params=secure,
         canary=bool(spec.get("canary", False)),
         failure_threshold=float(spec.get("failure_threshold", 0.0)),
         timeout=timedelta(seconds=float(timeout)) if timeout is not None else None,
@@ -144,5 +144,4 @@ def _task_def(row: Any) -> TaskDef:
         type=task_type, retries=retries, retry_backoff=timedelta(seconds=retry_backoff_s),
         confirm=confirm,
     )
-    return TaskDef(task_id, name, task_type, params, json.loads(secure) if secure else {},
-                   timeout_s, info)
+    return TaskDef(task_id, name, task_type, params, secure, timeout_s, info)

@@ -20,6 +20,10 @@ class Conflict(ServiceError):
     """The request is well-formed but the object's state does not allow it."""
 
 
+class Forbidden(ServiceError):
+    """The caller is known but its token lacks a scope or the right (e.g. a tenant)."""
+
+
 class InvalidInput(ServiceError):
     """Input that passed the schema but breaks a rule checked here (e.g. a cron expression).
 

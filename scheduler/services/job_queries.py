@@ -9,16 +9,21 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 from uuid import UUID
 
-from sqlalchemy import Row, Select, select, tuple_
+from sqlalchemy import ColumnElement, Row, Select, and_, case, func, select, tuple_
 from sqlalchemy.orm import Session
 
 from common.persistence.models import Job, JobStorage, Run, Task, TaskEdge
 from scheduler.services.errors import InvalidInput, NotFound
 from scheduler.services.pages import Page, decode_cursor, encode_cursor
 
+# What ``GET /jobs?state=`` accepts: a run state, or what a job without runs shows.
+JobStateName = Literal[
+    "NEW", "SCHEDULED", "READY", "ACTIVE", "CONFIRM", "PAUSE_REQUESTED", "PAUSED",
+    "CANCEL_REQUESTED", "CANCELED", "COMPLETED", "FAILED", "TIMEOUT",
+]
 # A job, its latest run state, its first run id and its latest run id.
 SummaryQuery = Select[Job, str | None, UUID | None, UUID | None]
 SummaryRow = Row[Job, str | None, UUID | None, UUID | None]
@@ -59,6 +64,7 @@ class JobFilter:
     application: str | None = None
     tenant: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
+    states: tuple[str, ...] = ()  # any of these displayed states
 
 
 def get_job(session: Session, job_id: UUID) -> JobDetail:
@@ -120,7 +126,22 @@ def _filtered(query: SummaryQuery, filters: JobFilter) -> SummaryQuery:
         query = query.where(Job.tenant == filters.tenant)
     if filters.labels:
         query = query.where(Job.labels.contains(filters.labels))
+    if filters.states:
+        query = query.where(_displayed_state().in_(filters.states))
     return query
+
+
+def _displayed_state() -> ColumnElement[str]:
+    """:func:`job_state` in SQL, so that a state filter pages like the other filters."""
+    latest = (
+        select(Run.state).where(Run.job_id == Job.id).order_by(Run.number.desc()).limit(1)
+        .scalar_subquery()
+    )
+    cron = Job.schedule["cron"].astext
+    without_run = case(
+        (and_(Job.draft.is_(False), func.coalesce(cron, "") != ""), "SCHEDULED"), else_="NEW",
+    )
+    return func.coalesce(latest, without_run)
 
 
 def _job_key(key: list[Any]) -> tuple[datetime, UUID]:

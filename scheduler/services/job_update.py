@@ -10,7 +10,6 @@ run); a run always finishes with the definition it started with. Everything else
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
@@ -22,6 +21,7 @@ from sqlalchemy.orm import Session
 from common.domain.patch import DEFINITION_FIELDS, TASK_FIELDS, JobPatch
 from common.domain.spec import JobSpec, TaskDefaults, TaskSpec
 from common.persistence.models import Job, Task, TaskEdge
+from common.secure_params import SecretBox, SecretKeyError
 from scheduler.services.errors import Conflict
 from scheduler.services.job_lifecycle import lock_job, next_fire_at, unfinished_run
 from scheduler.services.job_queries import TaskView, get_job
@@ -29,25 +29,32 @@ from scheduler.services.jobs import SPEC_COLUMN_EXCLUDE, secret_text, task_row
 from scheduler.services.schedules import check_schedule
 
 
-def update_job(session: Session, job_id: UUID, patch: JobPatch, now: datetime) -> None:
-    """Apply ``patch``; pydantic's ``ValidationError`` or a service error changes nothing."""
+def update_job(
+    session: Session, job_id: UUID, patch: JobPatch, now: datetime, secrets: SecretBox
+) -> None:
+    """Apply ``patch``; pydantic's ``ValidationError`` or a service error changes nothing.
+
+    The job's secure params are opened and sealed again (a new IV), so the API needs
+    the same secret key as the one that wrote them.
+    """
     job = lock_job(session, job_id)
     tasks = get_job(session, job_id).tasks
-    current = stored_spec(job, tasks)
+    current = stored_spec(job, tasks, secrets)
     spec = patch.apply(current)
     if "schedule" in patch.given():
         check_schedule(spec.schedule)
     _check_allowed(session, job, patch, current, spec)
     rescheduled = _rescheduled(job, spec)
-    _write_job(job, spec, now)
+    _write_job(job, spec, now, secrets)
     if rescheduled:
         job.next_fire_at = next_fire_at(job, now)
     if patch.given() & TASK_FIELDS:
         session.flush()
-        _replace_tasks(session, job, spec, {view.task.name: view.task.id for view in tasks})
+        existing = {view.task.name: view.task.id for view in tasks}
+        _replace_tasks(session, job, spec, existing, secrets)
 
 
-def stored_spec(job: Job, tasks: list[TaskView]) -> JobSpec:
+def stored_spec(job: Job, tasks: list[TaskView], secrets: SecretBox) -> JobSpec:
     """The job's spec rebuilt from its rows.
 
     Task rows hold effective settings; a value equal to the job's default is read back
@@ -58,20 +65,22 @@ def stored_spec(job: Job, tasks: list[TaskView]) -> JobSpec:
         **job.spec, "name": job.name, "description": job.description,
         "application": job.application, "type": job.type, "tenant": job.tenant,
         "owner": job.owner, "labels": job.labels, "priority": job.priority,
-        "params": job.params, "secure_params": _secrets(job.secure_params),
+        "params": job.params, "secure_params": _opened(job.secure_params, secrets),
         "schedule": job.schedule, "draft": job.draft, "enabled": job.enabled,
-        "tasks": [_task_spec(view, defaults, job.priority) for view in tasks],
+        "tasks": [_task_spec(view, defaults, job.priority, secrets) for view in tasks],
     }
     return JobSpec.model_validate(fields)
 
 
-def _task_spec(view: TaskView, defaults: TaskDefaults, priority: int) -> TaskSpec:
+def _task_spec(
+    view: TaskView, defaults: TaskDefaults, priority: int, secrets: SecretBox
+) -> TaskSpec:
     task = view.task
     timeout = timedelta(seconds=task.timeout_s)
     backoff = timedelta(seconds=task.retry_backoff_s)
     return TaskSpec(
         name=task.name, type=task.type, params=task.params,
-        secure_params=_secrets(task.secure_params), next=view.next,
+        secure_params=_opened(task.secure_params, secrets), next=view.next,
         timeout=None if timeout == defaults.timeout else timeout,
         retries=None if task.retries == defaults.retries else task.retries,
         retry_backoff=None if backoff == defaults.retry_backoff else backoff,
@@ -79,8 +88,14 @@ def _task_spec(view: TaskView, defaults: TaskDefaults, priority: int) -> TaskSpe
     )
 
 
-def _secrets(text: str | None) -> dict[str, Any] | None:
-    return None if text is None else dict(json.loads(text))
+def _opened(sealed: str | None, secrets: SecretBox) -> dict[str, Any] | None:
+    """Stored secure params, opened; a key that cannot open them is a 409 naming it."""
+    if sealed is None:
+        return None
+    try:
+        return secrets.open(sealed)
+    except SecretKeyError as error:
+        raise Conflict(f"the job's stored {error}") from error
 
 
 def _check_allowed(
@@ -109,12 +124,12 @@ def _rescheduled(job: Job, spec: JobSpec) -> bool:
     return spec.schedule.model_dump(mode="json") != job.schedule or spec.enabled != job.enabled
 
 
-def _write_job(job: Job, spec: JobSpec, now: datetime) -> None:
+def _write_job(job: Job, spec: JobSpec, now: datetime, secrets: SecretBox) -> None:
     job.name, job.description, job.type, job.owner = (
         spec.name, spec.description, spec.type, spec.owner
     )
     job.labels, job.priority, job.params = spec.labels, spec.priority, spec.params
-    job.secure_params = secret_text(spec.secure_params)
+    job.secure_params = secret_text(spec.secure_params, secrets, ("body", "secure_params"))
     job.spec = spec.model_dump(mode="json", exclude=set(SPEC_COLUMN_EXCLUDE))
     job.schedule = spec.schedule.model_dump(mode="json")
     job.enabled = spec.enabled
@@ -123,7 +138,7 @@ def _write_job(job: Job, spec: JobSpec, now: datetime) -> None:
 
 
 def _replace_tasks(
-    session: Session, job: Job, spec: JobSpec, existing: dict[str, UUID]
+    session: Session, job: Job, spec: JobSpec, existing: dict[str, UUID], secrets: SecretBox
 ) -> None:
     """Rewrite the task rows and edges; a task keeps its id while its name stays.
 
@@ -135,7 +150,7 @@ def _replace_tasks(
     gone = [task_id for name, task_id in existing.items() if name not in ids]
     if gone:
         session.execute(delete(Task).where(Task.id.in_(gone)))
-    rows = [task_row(task, ids[task.name], job.id, position, spec)
+    rows = [task_row(task, ids[task.name], job.id, position, spec, secrets=secrets)
             for position, task in enumerate(spec.tasks)]
     upsert = pg_insert(Task)
     columns = {name: upsert.excluded[name] for name in rows[0] if name not in {"id", "job_id"}}

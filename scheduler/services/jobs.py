@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -13,6 +12,8 @@ from sqlalchemy.orm import Session
 
 from common.domain.spec import JobSpec, TaskSpec
 from common.persistence.models import Job, JobStorage, Task, TaskEdge
+from common.secure_params import NoSecretKey, SecretBox
+from scheduler.services.errors import InvalidInput
 from scheduler.services.job_lifecycle import go_live
 from scheduler.services.schedules import check_schedule
 
@@ -29,40 +30,44 @@ class CreatedJob:
     outbox_ids: list[int]
 
 
-def create_job(session: Session, spec: JobSpec, now: datetime) -> CreatedJob:
+def create_job(
+    session: Session, spec: JobSpec, now: datetime, secrets: SecretBox | None = None
+) -> CreatedJob:
     """Insert the job, its tasks, edges and storage; schedule it unless it is a draft.
 
     Drafts get nothing scheduled until committed; then :func:`go_live` does what it
-    does here (a one-off job's run, a cron job's ``next_fire_at``).
+    does here (a one-off job's run, a cron job's ``next_fire_at``). Secure params are
+    stored sealed with ``secrets``; without it a job that has any is refused (422).
     """
     check_schedule(spec.schedule)
-    job = _job_row(spec, now)
+    secrets = secrets or SecretBox(None)
+    job = _job_row(spec, now, secrets)
     session.add(job)
     session.add(JobStorage(job_id=job.id, data=spec.storage, updated_at=now))
     session.flush()
-    _insert_tasks(session, job.id, spec)
+    _insert_tasks(session, job.id, spec, secrets)
     if spec.draft:
         return CreatedJob(job.id, None, [])
     live = go_live(session, job, now)
     return CreatedJob(job.id, live.run_id, live.outbox_ids)
 
 
-def _job_row(spec: JobSpec, now: datetime) -> Job:
+def _job_row(spec: JobSpec, now: datetime, secrets: SecretBox) -> Job:
     return Job(
         id=uuid4(), name=spec.name, description=spec.description,
         application=spec.application, type=spec.type, tenant=spec.tenant, owner=spec.owner,
         labels=spec.labels, priority=spec.priority, params=spec.params,
-        secure_params=secret_text(spec.secure_params),
+        secure_params=secret_text(spec.secure_params, secrets, ("body", "secure_params")),
         spec=spec.model_dump(mode="json", exclude=set(SPEC_COLUMN_EXCLUDE)),
         schedule=spec.schedule.model_dump(mode="json"), draft=spec.draft,
         enabled=spec.enabled, version=1, created_at=now, updated_at=now,
     )
 
 
-def _insert_tasks(session: Session, job_id: UUID, spec: JobSpec) -> None:
+def _insert_tasks(session: Session, job_id: UUID, spec: JobSpec, secrets: SecretBox) -> None:
     ids = {task.name: uuid4() for task in spec.tasks}
     rows = [
-        task_row(task, ids[task.name], job_id, position, spec)
+        task_row(task, ids[task.name], job_id, position, spec, secrets=secrets)
         for position, task in enumerate(spec.tasks)
     ]
     session.execute(insert(Task), rows)
@@ -76,14 +81,16 @@ def _insert_tasks(session: Session, job_id: UUID, spec: JobSpec) -> None:
 
 
 def task_row(
-    task: TaskSpec, task_id: UUID, job_id: UUID, position: int, spec: JobSpec
+    task: TaskSpec, task_id: UUID, job_id: UUID, position: int, spec: JobSpec,
+    *, secrets: SecretBox,
 ) -> dict[str, Any]:
     """The task's own settings, else the job's task defaults (and the job's priority)."""
     defaults = spec.task_defaults
+    where = ("body", "tasks", position, "secure_params")
     return {
         "id": task_id, "job_id": job_id, "position": position, "name": task.name,
         "type": task.type, "params": task.params,
-        "secure_params": secret_text(task.secure_params),
+        "secure_params": secret_text(task.secure_params, secrets, where),
         "timeout_s": _seconds(task.timeout, defaults.timeout),
         "retries": defaults.retries if task.retries is None else task.retries,
         "retry_backoff_s": _seconds(task.retry_backoff, defaults.retry_backoff),
@@ -96,7 +103,18 @@ def _seconds(value: timedelta | None, default: timedelta) -> float:
     return (default if value is None else value).total_seconds()
 
 
-def secret_text(value: dict[str, Any] | None) -> str | None:
-    """Secure params as they are stored (never in ``jobs.spec``, never returned)."""
-    # TODO(issue 4): encrypt with STELLWERK_SECRET_KEY; stored as plain JSON text until then.
-    return None if value is None else json.dumps(value)
+def secret_text(
+    value: dict[str, Any] | None, secrets: SecretBox, loc: tuple[str | int, ...]
+) -> str | None:
+    """Secure params as they are stored: sealed (never in ``jobs.spec``, never returned).
+
+    Nothing to keep (``None`` or ``{}``) is stored as NULL, so a server without a secret
+    key still takes jobs without secrets; one with secrets is refused there (422 at
+    ``loc``) rather than stored readable.
+    """
+    if not value:
+        return None
+    try:
+        return secrets.seal(value)
+    except NoSecretKey as error:
+        raise InvalidInput(loc, f"cannot be stored: {error}") from error

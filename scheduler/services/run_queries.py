@@ -44,12 +44,15 @@ def get_run(session: Session, run_id: UUID) -> RunDetail:
 
 
 def list_runs(
-    session: Session, job_id: UUID, limit: int, cursor: str | None = None
+    session: Session, job_id: UUID, limit: int, cursor: str | None = None,
+    states: tuple[str, ...] = (),
 ) -> Page[RunSummary]:
-    """The job's runs, newest (highest number) first, ``limit`` at a time."""
+    """The job's runs (in one of ``states``, if given), newest first, ``limit`` at a time."""
     if session.get(Job, job_id) is None:
         raise NotFound("job", job_id)
     query = select(Run).where(Run.job_id == job_id)
+    if states:
+        query = query.where(Run.state.in_(states))
     if cursor is not None:
         query = query.where(Run.number < _number(decode_cursor(cursor, 1)[0]))
     runs = list(session.scalars(query.order_by(Run.number.desc()).limit(limit + 1)))

@@ -22,6 +22,7 @@ import pytest
 
 TERMINAL = {"COMPLETED", "FAILED", "TIMEOUT", "CANCELED"}
 ADMIN_TOKEN = "e2e-admin-token"
+SECRET_KEY = "e2e-secret-key"
 
 
 def free_port() -> int:
@@ -98,6 +99,7 @@ def system(
         "STELLWERK_DATABASE_URL": settings.database_url,
         "STELLWERK_REDIS_URL": settings.redis_url,
         "STELLWERK_ADMIN_TOKEN": ADMIN_TOKEN,
+        "STELLWERK_SECRET_KEY": SECRET_KEY,
         "STELLWERK_DATA_DIR": str(logs / "data"),
         "STELLWERK_LEASE_TTL_S": "5",
         "STELLWERK_HEARTBEAT_INTERVAL_S": "1",

@@ -32,6 +32,8 @@ def contract_variables(ctx: TaskContext) -> dict[str, str]:
         "TENANT_ID": ctx.tenant,
         "JOB_PARAMS": json.dumps(ctx.job_params),
         "JOB_SECURE_PARAMS": json.dumps(ctx.job_secure_params),
+        # The task's own secure params: the only way a process can read them.
+        "TASK_SECURE_PARAMS": json.dumps(ctx.secure_params),
         "JOB_STORAGE": json.dumps(ctx.storage),
         "LAST_SUCCESS_START": _iso(ctx.last_success_start),
         "LAST_SUCCESS_FINISH": _iso(ctx.last_success_finish),

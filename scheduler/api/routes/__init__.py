@@ -6,7 +6,8 @@ from fastapi import APIRouter, Depends
 
 from scheduler.api.deps import get_principal
 from scheduler.api.errors import PROBLEM_JSON
-from scheduler.api.routes import health, jobs, processors, runs, schedules
+from scheduler.api.payload import refuse_unstorable
+from scheduler.api.routes import health, jobs, metrics, processors, runs, schedules, tokens
 from scheduler.api.schemas import Problem
 
 _PROBLEMS: dict[int | str, dict[str, object]] = {
@@ -15,7 +16,12 @@ _PROBLEMS: dict[int | str, dict[str, object]] = {
         "content": {PROBLEM_JSON: {"schema": {"$ref": "#/components/schemas/Problem"}}},
     }
     for status, description in [
-        (401, "No valid bearer token."), (404, "An id in the path does not exist."),
+        (401, "No valid bearer token."),
+        (403, "The token lacks the scope named in `detail`, or the right (tenant)."),
+        (404, "An id in the path does not exist."),
+        (400, "The body is not well-formed JSON."),
+        (413, "The body exceeds `STELLWERK_API_MAX_BODY_BYTES` (1 MiB by default)."),
+        (415, "A route that takes a body got one not declared application/json."),
         (422, "The request breaks a rule; `errors` says where."),
     ]
 }
@@ -25,8 +31,11 @@ def api_router() -> APIRouter:
     """Every route of ``/api/v1``; all but the health check need a bearer token."""
     router = APIRouter()
     router.include_router(health.router)
-    protected = APIRouter(dependencies=[Depends(get_principal)], responses=_PROBLEMS)
-    for module in (jobs, runs, processors, schedules):
+    # Authenticated first, then input PostgreSQL cannot store is refused (422).
+    protected = APIRouter(
+        dependencies=[Depends(get_principal), Depends(refuse_unstorable)], responses=_PROBLEMS,
+    )
+    for module in (jobs, runs, processors, schedules, tokens, metrics):
         protected.include_router(module.router)
     router.include_router(protected)
     return router

@@ -10,8 +10,17 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from pydantic import ValidationError
 
-from scheduler.api.deps import NowDep, PrincipalDep, ResourcesDep, SessionDep, require_json
+from common.domain.states import RunState
+from scheduler.api.deps import (
+    NowDep,
+    PrincipalDep,
+    ResourcesDep,
+    SessionDep,
+    require_json,
+    scope,
+)
 from scheduler.api.errors import PROBLEM_JSON
+from scheduler.api.limits import LimitsDep, check_params_sizes
 from scheduler.api.schemas import (
     JobCreate,
     JobPublic,
@@ -21,13 +30,15 @@ from scheduler.api.schemas import (
     RunPublic,
     RunsPublic,
 )
+from scheduler.services.access import listed_tenant, tenant_of_new_job
 from scheduler.services.errors import InvalidInput
 from scheduler.services.job_lifecycle import commit_job, delete_job
-from scheduler.services.job_queries import JobFilter, get_job, list_jobs
+from scheduler.services.job_queries import JobFilter, JobStateName, get_job, list_jobs
 from scheduler.services.job_update import update_job
 from scheduler.services.jobs import create_job
 from scheduler.services.run_queries import get_run, list_runs
 from scheduler.services.runs import create_run
+from scheduler.services.tenancy import visible_job
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
@@ -40,27 +51,36 @@ def job_filter(
     application: str | None = None,
     tenant: str | None = None,
     label: Annotated[list[str] | None, Query(description="`key=value`, repeatable.")] = None,
+    state: Annotated[list[JobStateName] | None, Query(description="Repeatable: any of.")] = None,
+    *, principal: PrincipalDep,
 ) -> JobFilter:
-    """The filters of ``GET /jobs``; every given one must match."""
+    """The filters of ``GET /jobs``; every given one must match (and a bound token's tenant)."""
     labels: dict[str, str] = {}
     for item in label or []:
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise InvalidInput(("query", "label"), f"expected key=value, got {item!r}")
         labels[key] = value
-    return JobFilter(job_type, application, tenant, labels)
+    return JobFilter(
+        job_type, application, listed_tenant(principal, tenant), labels, tuple(state or ()),
+    )
 
 
-@router.post("", status_code=201, dependencies=[Depends(require_json)])
-def create(spec: JobCreate, session: SessionDep, resources: ResourcesDep, now: NowDep) -> JobPublic:
+@router.post("", status_code=201, dependencies=[Depends(require_json), Depends(scope("job"))])
+def create(
+    spec: JobCreate, session: SessionDep, resources: ResourcesDep, now: NowDep,
+    principal: PrincipalDep, *, limits: LimitsDep,
+) -> JobPublic:
     """Create a job; a one-off job gets its run at once (its id is ``run_id``)."""
-    created = create_job(session, spec, now)
+    check_params_sizes(spec, limits.max_params_bytes)
+    spec = spec.model_copy(update={"tenant": tenant_of_new_job(principal, spec.tenant)})
+    created = create_job(session, spec, now, resources.secrets)
     session.commit()
     resources.relay_now(created.outbox_ids)
     return JobPublic.of_detail(get_job(session, created.job_id))
 
 
-@router.get("")
+@router.get("", dependencies=[Depends(scope("job.read"))])
 def list_(
     session: SessionDep, filters: Annotated[JobFilter, Depends(job_filter)],
     limit: Limit = 50, cursor: Cursor = None,
@@ -69,25 +89,35 @@ def list_(
     return JobsPublic.of(list_jobs(session, filters, limit, cursor))
 
 
-@router.get("/{job_id}")
-def read(job_id: UUID, session: SessionDep) -> JobPublic:
+@router.get("/{job_id}", dependencies=[Depends(scope("job.read"))])
+def read(job_id: UUID, session: SessionDep, principal: PrincipalDep) -> JobPublic:
     """One job with its tasks and storage."""
+    visible_job(session, job_id, principal.tenant)
     return JobPublic.of_detail(get_job(session, job_id))
 
 
-@router.post("/{job_id}/runs", status_code=201)
-def run_now(job_id: UUID, session: SessionDep, resources: ResourcesDep, now: NowDep) -> RunPublic:
+@router.post("/{job_id}/runs", status_code=201, dependencies=[Depends(scope("job"))])
+def run_now(
+    job_id: UUID, session: SessionDep, resources: ResourcesDep, now: NowDep,
+    principal: PrincipalDep,
+) -> RunPublic:
     """Start a new run of the job now."""
+    visible_job(session, job_id, principal.tenant)
     created = create_run(session, job_id, "api", now, now)
     session.commit()
     resources.relay_now(created.outbox_ids)
     return RunPublic.of_detail(get_run(session, created.run.id))
 
 
-@router.get("/{job_id}/runs")
-def runs(job_id: UUID, session: SessionDep, limit: Limit = 50, cursor: Cursor = None) -> RunsPublic:
+@router.get("/{job_id}/runs", dependencies=[Depends(scope("job.read"))])
+def runs(
+    job_id: UUID, session: SessionDep, principal: PrincipalDep, limit: Limit = 50,
+    cursor: Cursor = None, *,
+    state: Annotated[list[RunState] | None, Query(description="Repeatable: any of.")] = None,
+) -> RunsPublic:
     """The job's runs, newest first, one page at a time."""
-    return RunsPublic.of(list_runs(session, job_id, limit, cursor))
+    visible_job(session, job_id, principal.tenant)
+    return RunsPublic.of(list_runs(session, job_id, limit, cursor, tuple(state or ())))
 
 
 _CONFLICT: dict[int | str, dict[str, Any]] = {409: {
@@ -97,25 +127,36 @@ _CONFLICT: dict[int | str, dict[str, Any]] = {409: {
 }}
 
 
-@router.post("/{job_id}/commit", responses=_CONFLICT)
-def commit(job_id: UUID, session: SessionDep, resources: ResourcesDep, now: NowDep) -> JobPublic:
+@router.post("/{job_id}/commit", responses=_CONFLICT, dependencies=[Depends(scope("job"))])
+def commit(
+    job_id: UUID, session: SessionDep, resources: ResourcesDep, now: NowDep,
+    principal: PrincipalDep,
+) -> JobPublic:
     """Make a draft (NEW) job live: a one-off job gets its run, a cron job its next fire."""
+    visible_job(session, job_id, principal.tenant)
     live = commit_job(session, job_id, now)
     session.commit()
     resources.relay_now(live.outbox_ids)
     return JobPublic.of_detail(get_job(session, job_id))
 
 
-@router.patch("/{job_id}", dependencies=[Depends(require_json)], responses=_CONFLICT)
-def update(job_id: UUID, patch: JobUpdate, session: SessionDep, now: NowDep) -> JobPublic:
+@router.patch(
+    "/{job_id}", dependencies=[Depends(require_json), Depends(scope("job"))], responses=_CONFLICT
+)
+def update(
+    job_id: UUID, patch: JobUpdate, session: SessionDep, resources: ResourcesDep, now: NowDep,
+    *, principal: PrincipalDep, limits: LimitsDep,
+) -> JobPublic:
     """Change the fields given (each replaces the old value whole); bumps ``version``.
 
     The definition (tasks, params, secure params, canary, failure threshold, timeout,
     task defaults, priority) cannot change while a run is unfinished: a run keeps the
     definition it started with. ``enabled: false`` stops a cron job firing.
     """
+    visible_job(session, job_id, principal.tenant)
+    check_params_sizes(patch, limits.max_params_bytes)
     try:
-        update_job(session, job_id, patch, now)
+        update_job(session, job_id, patch, now, resources.secrets)
     except ValidationError as error:
         # The merged spec broke a rule of a create (a graph rule, a missing name...):
         # reported like the request's own validation errors.
@@ -126,12 +167,16 @@ def update(job_id: UUID, patch: JobUpdate, session: SessionDep, now: NowDep) -> 
     return JobPublic.of_detail(get_job(session, job_id))
 
 
-@router.delete("/{job_id}", status_code=204, response_class=Response, responses=_CONFLICT)
+@router.delete(
+    "/{job_id}", status_code=204, response_class=Response, responses=_CONFLICT,
+    dependencies=[Depends(scope("job"))],
+)
 def delete(
     job_id: UUID, session: SessionDep, resources: ResourcesDep, principal: PrincipalDep,
     force: Annotated[bool, Query(description="Cancel the job's unfinished runs first.")] = False,
 ) -> Response:
     """Delete the job with its runs, task runs, journal, logs and storage."""
+    visible_job(session, job_id, principal.tenant)
     delete_job(
         session, job_id, force=force,
         cancel_run=lambda run_id: resources.control.run_action(run_id, "cancel", principal.name),

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 
 from common.messaging.liveness import live_workers
-from scheduler.api.deps import ResourcesDep, SessionDep
+from scheduler.api.deps import ResourcesDep, SessionDep, scope
 from scheduler.api.schemas import ProcessorPublic, ProcessorsPublic
 from scheduler.services.processors import processors
 
 router = APIRouter(prefix="/processors", tags=["processors"])
 
 
-@router.get("")
+@router.get("", dependencies=[Depends(scope("job.read"))])
 def read(session: SessionDep, resources: ResourcesDep) -> ProcessorsPublic:
     """Each type a live worker serves, and each type READY tasks wait for (``served``)."""
     views = processors(session, live_workers(resources.redis))

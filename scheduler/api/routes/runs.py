@@ -5,14 +5,16 @@ from __future__ import annotations
 from typing import Annotated, Any, get_args
 from uuid import UUID
 
-from fastapi import APIRouter, Header, Query
+from fastapi import APIRouter, Depends, Header, Query
 from fastapi.responses import PlainTextResponse, Response
 
-from scheduler.api.deps import PrincipalDep, ResourcesDep, SessionDep
+from scheduler.api.deps import PrincipalDep, ResourcesDep, SessionDep, scope
 from scheduler.api.errors import PROBLEM_JSON
 from scheduler.api.schemas import JournalEntryPublic, JournalPublic, LogsPublic, Problem, RunPublic
 from scheduler.engine.commands import RunAction, TaskAction
+from scheduler.services.access import Scope
 from scheduler.services.run_queries import get_run, journal, task_logs
+from scheduler.services.tenancy import visible_run
 
 router = APIRouter(prefix="/runs", tags=["runs"])
 _REFUSED: dict[int | str, dict[str, Any]] = {409: {
@@ -22,28 +24,32 @@ _REFUSED: dict[int | str, dict[str, Any]] = {409: {
 }}
 
 
-@router.get("/{run_id}")
-def read(run_id: UUID, session: SessionDep) -> RunPublic:
+@router.get("/{run_id}", dependencies=[Depends(scope("job.read"))])
+def read(run_id: UUID, session: SessionDep, principal: PrincipalDep) -> RunPublic:
     """The run with its state, progress and tasks."""
+    visible_run(session, run_id, principal.tenant)
     return RunPublic.of_detail(get_run(session, run_id))
 
 
-@router.get("/{run_id}/journal")
-def read_journal(run_id: UUID, session: SessionDep) -> JournalPublic:
+@router.get("/{run_id}/journal", dependencies=[Depends(scope("job.read"))])
+def read_journal(run_id: UUID, session: SessionDep, principal: PrincipalDep) -> JournalPublic:
     """Every state change of the run and its tasks, oldest first."""
+    visible_run(session, run_id, principal.tenant)
     return JournalPublic(entries=[JournalEntryPublic.of(e) for e in journal(session, run_id)])
 
 
 @router.get(
     "/{run_id}/tasks/{task}/logs", response_model=LogsPublic,
     responses={200: {"content": {"text/plain": {}}, "description": "The task's log lines."}},
+    dependencies=[Depends(scope("job.read"))],
 )
 def read_logs(
-    run_id: UUID, task: str, session: SessionDep,
+    run_id: UUID, task: str, session: SessionDep, *, principal: PrincipalDep,
     attempt: Annotated[int | None, Query(ge=0, description="Only this attempt.")] = None,
     accept: Annotated[str, Header()] = "application/json",
 ) -> Response | LogsPublic:
     """A task's log (``task`` is its name or task run id); text with ``Accept: text/plain``."""
+    visible_run(session, run_id, principal.tenant)
     rows = task_logs(session, run_id, task, attempt)
     if _wants_text(accept):
         return PlainTextResponse("".join(f"{row.line}\n" for row in rows))
@@ -61,12 +67,13 @@ def _run_action_route(action: RunAction) -> None:
     def act(
         run_id: UUID, session: SessionDep, resources: ResourcesDep, principal: PrincipalDep
     ) -> RunPublic:
+        visible_run(session, run_id, principal.tenant)
         resources.control.run_action(run_id, action, principal.name)
         return RunPublic.of_detail(get_run(session, run_id))
 
     router.post(
         f"/{{run_id}}/{action}", name=f"{action}_run", summary=f"{action.capitalize()} the run",
-        description=_RUN_DOCS[action], responses=_REFUSED,
+        description=_RUN_DOCS[action], responses=_REFUSED, dependencies=[Depends(scope("job"))],
     )(act)
 
 
@@ -77,13 +84,14 @@ def _task_action_route(action: TaskAction) -> None:
         run_id: UUID, task: str, session: SessionDep, resources: ResourcesDep,
         principal: PrincipalDep,
     ) -> RunPublic:
+        visible_run(session, run_id, principal.tenant)
         resources.control.task_action(run_id, task, action, principal.name)
         return RunPublic.of_detail(get_run(session, run_id))
 
     router.post(
         f"/{{run_id}}/tasks/{{task}}/{action}", name=f"{action}_task",
         summary=f"{action.capitalize()} a task", description=_TASK_DOCS[action],
-        responses=_REFUSED,
+        responses=_REFUSED, dependencies=[Depends(scope(*_TASK_SCOPES[action]))],
     )(act)
 
 
@@ -93,6 +101,12 @@ _RUN_DOCS = {
     "resume": "Dispatch the paused tasks again; the run goes on.",
     "retry": "Run a FAILED, TIMEOUT or CANCELED run again, without its COMPLETED tasks.",
     "confirm": "Confirm every task waiting for confirmation.",
+}
+# SPEC §6: ``job.task`` updates a single task (confirm, reject); skip and retry change
+# what the run does next, so they need ``job``.
+_TASK_SCOPES: dict[str, tuple[Scope, ...]] = {
+    "confirm": ("job.task", "job"), "reject": ("job.task", "job"),
+    "skip": ("job",), "retry": ("job",),
 }
 _TASK_DOCS = {
     "confirm": "The task waiting in CONFIRM completes; the run goes on.",

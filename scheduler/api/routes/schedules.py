@@ -6,13 +6,14 @@ from datetime import UTC, datetime
 from typing import Annotated
 from uuid import UUID
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Depends, Query
 
 from common.domain.cron import CronError, CronSchedule
 from common.persistence.models import Job
-from scheduler.api.deps import NowDep, SessionDep
+from scheduler.api.deps import NowDep, PrincipalDep, SessionDep, scope
 from scheduler.api.schemas import FireTimesPublic
 from scheduler.services.errors import InvalidInput, NotFound
+from scheduler.services.tenancy import visible_job
 
 router = APIRouter(prefix="/jobs", tags=["schedules"])
 
@@ -25,15 +26,17 @@ After = Annotated[
 Count = Annotated[int, Query(ge=1, le=MAX_FIRE_TIMES, description="How many fire times.")]
 
 
-@router.get("/{job_id}/fire-times")
+@router.get("/{job_id}/fire-times", dependencies=[Depends(scope("job.read"))])
 def fire_times(
-    job_id: UUID, session: SessionDep, now: NowDep, after: After = None, count: Count = 10,
+    job_id: UUID, session: SessionDep, now: NowDep, *, principal: PrincipalDep,
+    after: After = None, count: Count = 10,
 ) -> FireTimesPublic:
     """The job's fire times after ``after``, in UTC; empty for a job without a cron schedule.
 
     The preview ignores whether the job is enabled or a draft, so a schedule can be
     checked before it goes live.
     """
+    visible_job(session, job_id, principal.tenant)
     job = session.get(Job, job_id)
     if job is None:
         raise NotFound("job", job_id)

@@ -1,0 +1,99 @@
+"""``GET /metrics``: Prometheus text format, computed at scrape time.
+
+Runs and tasks by state (PostgreSQL), queue depths (``LLEN`` of Stellwerk's queues and
+of the task queues of every type that is served or has READY tasks) and live workers.
+A registry is built per scrape, so nothing lives at import time and no process-wide
+state is shared between apps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+
+from common.domain.states import RunState, TaskState
+from common.messaging.liveness import live_workers
+from common.messaging.messages import (
+    ACTIVATION_QUEUE,
+    JOBS_QUEUE,
+    NOTIFY_QUEUE,
+    RESULTS_QUEUE,
+    task_queue,
+)
+from scheduler.api.deps import ResourcesDep, SessionDep, scope
+from scheduler.services.metrics import StateCounts, state_counts
+from scheduler.services.processors import worker_types
+
+router = APIRouter(tags=["metrics"])
+_FIXED_QUEUES = (ACTIVATION_QUEUE, RESULTS_QUEUE, NOTIFY_QUEUE, JOBS_QUEUE)
+
+
+@router.get(
+    "/metrics", response_class=Response, dependencies=[Depends(scope("job.read"))],
+    responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}},
+                     "description": "Prometheus text exposition format."}},
+)
+def metrics(session: SessionDep, resources: ResourcesDep) -> Response:
+    """Runs and tasks by state, queue depths and live workers, for Prometheus."""
+    counts = state_counts(session)
+    workers = live_workers(resources.redis)
+    types = {t for w in workers for t in worker_types(w)}
+    types |= {type_ for type_, _ in counts.tasks} if counts else set()
+    queues = [*_FIXED_QUEUES, *(task_queue(t) for t in sorted(types))]
+    with resources.redis.pipeline(transaction=False) as pipe:
+        for queue in queues:
+            pipe.llen(queue)
+        depths: Sequence[Any] = pipe.execute()
+    families = [
+        *_state_families(counts),
+        _gauge("stellwerk_queue_depth", "Messages waiting in a queue.", ["queue"],
+               [((q,), int(d)) for q, d in zip(queues, depths, strict=True)]),
+        _gauge("stellwerk_workers", "Live workers.", [], [((), len(workers))]),
+    ]
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Snapshot(families))
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def _state_families(counts: StateCounts | None) -> list[Metric]:
+    up = _gauge("stellwerk_state_counts_up", "1 if the run and task counts below are "
+                "current, 0 if the database query timed out.", [], [((), int(counts is not None))])
+    if counts is None:
+        return [up]
+    runs = [((s.value,), counts.runs.get(s.value, 0)) for s in RunState]
+    tasks_by_state = {s.value: 0 for s in TaskState}
+    for (_type, state), n in counts.tasks.items():
+        tasks_by_state[state] = tasks_by_state.get(state, 0) + n
+    return [
+        up,
+        _gauge("stellwerk_runs", "Runs by state.", ["state"], runs),
+        _gauge("stellwerk_tasks", "Task runs by state.", ["state"],
+               [((s,), n) for s, n in tasks_by_state.items()]),
+        _gauge("stellwerk_tasks_by_type", "Task runs by type and state.", ["type", "state"],
+               [((t, s), n) for (t, s), n in sorted(counts.tasks.items())]),
+    ]
+
+
+def _gauge(
+    name: str, documentation: str, labels: list[str],
+    samples: Iterable[tuple[tuple[str, ...], int]],
+) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, documentation, labels=labels)
+    for values, value in samples:
+        family.add_metric(list(values), value)
+    return family
+
+
+class _Snapshot:
+    """A collector that yields families computed before the scrape's rendering."""
+
+    def __init__(self, families: list[Metric]) -> None:
+        self._families = families
+
+    def collect(self) -> Iterable[Metric]:
+        return self._families

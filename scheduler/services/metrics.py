@@ -1,0 +1,44 @@
+"""What ``GET /metrics`` reports from PostgreSQL: runs and task runs counted by state.
+
+Two grouped counts per scrape. They read every row of ``runs`` and ``task_runs`` (no
+index on state), fast for the sizes Stellwerk keeps; a statement timeout bounds a
+scrape of a huge database, which then reports the counts as unavailable, not slow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlalchemy import func, select, text
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
+
+from common.persistence.models import Run, TaskRun
+
+_STATEMENT_TIMEOUT_MS = 5000
+
+
+@dataclass(frozen=True)
+class StateCounts:
+    """Runs per state, and task runs per (type, state)."""
+
+    runs: dict[str, int]
+    tasks: dict[tuple[str, str], int]
+
+
+def state_counts(session: Session) -> StateCounts | None:
+    """The counts, or None if the database did not answer within the timeout."""
+    try:
+        session.execute(text(f"SET LOCAL statement_timeout = {_STATEMENT_TIMEOUT_MS}"))
+        runs = session.execute(select(Run.state, func.count()).group_by(Run.state)).all()
+        tasks = session.execute(
+            select(TaskRun.type, TaskRun.state, func.count())
+            .group_by(TaskRun.type, TaskRun.state)
+        ).all()
+    except OperationalError:  # the statement timeout (QueryCanceled)
+        session.rollback()
+        return None
+    return StateCounts(
+        runs={state: int(n) for state, n in runs},
+        tasks={(type_, state): int(n) for type_, state, n in tasks},
+    )
