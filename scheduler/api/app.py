@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+from anyio import to_thread
 from fastapi import FastAPI
 
 from common.config import Settings
 from common.messaging.messages import utcnow
+from scheduler.api.admission import Admission
 from scheduler.api.errors import install_error_handlers
 from scheduler.api.landing import landing_router
 from scheduler.api.limits import BodySizeLimit, Limits
@@ -28,13 +30,20 @@ def api_base(path_prefix: str) -> str:
     return f"/{prefix}{API_VERSION_PATH}" if prefix else API_VERSION_PATH
 
 
+REQUEST_THREADS = 16
+
+
 def create_app(settings: Settings, *, clock: Clock = utcnow) -> FastAPI:
     """The REST API of SPEC §6 under ``<path_prefix>/api/v1``, OpenAPI at ``.../openapi.json``."""
     base = api_base(settings.path_prefix)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        resources = Resources.open(settings, clock)
+        # As many request threads as pooled connections and admitted requests (see
+        # ``admission``): a request never waits for a connection or a thread while
+        # holding the other.
+        to_thread.current_default_thread_limiter().total_tokens = REQUEST_THREADS
+        resources = Resources.open(settings, clock, pool_size=REQUEST_THREADS)
         app.state.resources = resources
         try:
             yield
@@ -49,6 +58,7 @@ def create_app(settings: Settings, *, clock: Clock = utcnow) -> FastAPI:
     install_error_handlers(app)
     limits = Limits.of(settings)
     app.state.limits = limits
+    app.add_middleware(Admission, limit=REQUEST_THREADS)  # inside: bodies are read first
     app.add_middleware(BodySizeLimit, max_bytes=limits.max_body_bytes)
     app.include_router(api_router(), prefix=base)
     app.include_router(landing_router(base), prefix=base.removesuffix(API_VERSION_PATH))

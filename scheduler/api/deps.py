@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from email.message import Message
 from typing import Annotated
@@ -21,8 +21,8 @@ from scheduler.services.access import Scope, require_scope
 _bearer = HTTPBearer(auto_error=False, description="The admin token or an API token.")
 
 
-def get_resources(request: Request) -> Resources:
-    """The resources the app's lifespan opened."""
+async def get_resources(request: Request) -> Resources:
+    """The resources the app's lifespan opened (async: no thread hop for a lookup)."""
     resources: Resources = request.app.state.resources
     return resources
 
@@ -30,16 +30,25 @@ def get_resources(request: Request) -> Resources:
 ResourcesDep = Annotated[Resources, Depends(get_resources)]
 
 
-def get_session(resources: ResourcesDep) -> Iterator[Session]:
-    """A session per request; closing it rolls back whatever was not committed."""
-    with resources.sessions() as session:
+async def get_session(resources: ResourcesDep) -> AsyncIterator[Session]:
+    """A session per request; closing it rolls back whatever was not committed.
+
+    Async on purpose: the cleanup of a sync generator dependency needs a free thread,
+    and a request waiting for one while its session held a connection starved the pool
+    (200 clients: every thread waiting for a connection, every connection held by a
+    request waiting for a thread). Closing only hands the connection back to the pool.
+    """
+    session = resources.sessions()
+    try:
         yield session
+    finally:
+        session.close()
 
 
 SessionDep = Annotated[Session, Depends(get_session)]
 
 
-def get_now(resources: ResourcesDep) -> datetime:
+async def get_now(resources: ResourcesDep) -> datetime:
     """The request's time, from the app's clock (tests may pass their own)."""
     return resources.clock()
 

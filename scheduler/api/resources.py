@@ -44,10 +44,10 @@ class Resources:
     secrets: SecretBox
 
     @classmethod
-    def open(cls, settings: Settings, clock: Clock = utcnow) -> Resources:
+    def open(cls, settings: Settings, clock: Clock = utcnow, pool_size: int = 5) -> Resources:
         """Build everything from settings; nothing connects until first used."""
         database_url, redis_url = settings.require_urls()
-        engine = make_engine(database_url)
+        engine = make_engine(database_url, pool_size=pool_size)
         sessions = make_sessions(engine)
         client = redis.Redis.from_url(redis_url)
         relay = OutboxRelay(sessions, Publisher(client), settings.dispatch_bundle_size)
