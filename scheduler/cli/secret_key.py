@@ -8,13 +8,11 @@ is then never written.
 
 from __future__ import annotations
 
-import os
-import secrets
 from pathlib import Path
 
 from pydantic import SecretStr
 
-from scheduler.cli.errors import CliError
+from scheduler.cli.stored_secret import load_or_create
 
 KEY_FILE = "secret-key"
 
@@ -26,21 +24,8 @@ def secret_key_path(data_dir: Path) -> Path:
 
 def load_or_create_secret_key(data_dir: Path, configured: SecretStr | None) -> str:
     """The configured key, else the stored one, else a new one stored with mode 0600."""
-    if configured is not None and configured.get_secret_value():
-        return configured.get_secret_value()
     path = secret_key_path(data_dir)
-    try:
-        # O_EXCL: never overwrite the key that the stored secrets were sealed with.
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        stored = path.read_text(encoding="utf-8").strip()
-        if not stored:
-            raise CliError(
-                f"{path} is empty; restore the key, or delete the file to generate a new "
-                "one (secure params stored with the old key become unreadable)"
-            ) from None
-        return stored
-    key = secrets.token_urlsafe(32)
-    with os.fdopen(fd, "w", encoding="utf-8") as file:
-        file.write(key + "\n")
-    return key
+    return load_or_create(path, configured, (
+        f"{path} is empty; restore the key, or delete the file to generate a new one "
+        "(secure params stored with the old key become unreadable)"
+    ))
