@@ -115,12 +115,6 @@ class OutboxRelay:
         return [Deferred(r[0], r[5], _from_row(r)) for r in rows
                 if r[5] is not None and r[5] > now]
 
-    def forget(self, ids: Sequence[int]) -> None:
-        """Delete rows whose messages the caller has published itself."""
-        if ids:
-            with self._sessions.begin() as session:
-                session.execute(delete(OutboxMessage).where(OutboxMessage.id.in_(ids)))
-
     def relay_pending(self, min_age: timedelta = timedelta(0), limit: int = 5000) -> int:
         """Relay rows left in the outbox for at least ``min_age``, oldest first.
 

@@ -57,11 +57,6 @@ class Handoff:
             sent, self._sent = self._sent, []
         return sent
 
-    def pending(self) -> int:
-        """How many rows wait for their time."""
-        with self._due:
-            return len(self._heap)
-
     def stop(self, timeout_s: float) -> None:
         """Publish what is waiting (all due within the lookahead), then stop the thread.
 

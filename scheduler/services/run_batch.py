@@ -19,13 +19,11 @@ from uuid import UUID
 from psycopg import Connection as PgConnection
 from sqlalchemy.orm import Session
 
-from common.domain.states import RunState
-from common.messaging.messages import Event
 from common.messaging.notify import notify_message
 from common.persistence.db import driver
 from common.persistence.models import Job
 from common.persistence.outbox import enqueue
-from scheduler.services.runs import Trigger, late_at
+from scheduler.services.runs import Trigger, late_at, scheduled_event
 
 
 @dataclass(frozen=True)
@@ -52,7 +50,7 @@ def create_runs(session: Session, runs: Sequence[NewRun], now: datetime) -> list
     ))
     conn.execute(INSERT_TASK_RUNS, (ids, [r.job.id for r in runs]))
     conn.execute(INSERT_JOURNAL, (now, ids, [r.trigger for r in runs]))
-    return enqueue(session, [notify_message([_scheduled(r, now) for r in runs])])
+    return enqueue(session, [notify_message([scheduled_event(r.job, r.id, now) for r in runs])])
 
 
 INSERT_RUNS = (
@@ -86,12 +84,3 @@ def _numbers(conn: PgConnection[Any], runs: Sequence[NewRun]) -> dict[UUID, int]
     for run in sorted(runs, key=lambda r: r.scheduled_for):
         last[run.job.id] = numbers[run.id] = last.get(run.job.id, 0) + 1
     return numbers
-
-
-def _scheduled(run: NewRun, now: datetime) -> Event:
-    job = run.job
-    return Event(
-        event="run.scheduled", at=now, job_id=job.id, job_name=job.name, job_type=job.type,
-        application=job.application, tenant=job.tenant, run_id=run.id,
-        state=RunState.READY, reason="created",
-    )

@@ -87,13 +87,17 @@ def _insert_task_runs(session: Session, run: Run) -> None:
     session.execute(insert(TaskRun).from_select(columns, source))
 
 
-def _messages(job: Job, run: Run, due: bool, now: datetime) -> list[Outgoing]:
-    event = Event(
+def scheduled_event(job: Job, run_id: UUID, now: datetime) -> Event:
+    """The ``run.scheduled`` event of a run just created."""
+    return Event(
         event="run.scheduled", at=now, job_id=job.id, job_name=job.name, job_type=job.type,
-        application=job.application, tenant=job.tenant, run_id=run.id,
+        application=job.application, tenant=job.tenant, run_id=run_id,
         state=RunState.READY, reason="created",
     )
-    messages = [notify_message([event])]
+
+
+def _messages(job: Job, run: Run, due: bool, now: datetime) -> list[Outgoing]:
+    messages = [notify_message([scheduled_event(job, run.id, now)])]
     if due:
         activation = Activation(run_id=run.id)
         messages.append(Outgoing(
