@@ -24,6 +24,9 @@ class Settings(BaseSettings):
     admin_token: SecretStr | None = None
     secret_key: SecretStr | None = None
     api_url: str = "http://127.0.0.1:8080"
+    # The API as web-service workers reach it, up to ``/api/v1``, for their callback
+    # URLs; unset: ``api_url`` + ``path_prefix`` + ``/api/v1``.
+    callback_url: str | None = None
     token: SecretStr | None = None
     path_prefix: str = ""
     disable_cron: bool = False
@@ -48,6 +51,15 @@ class Settings(BaseSettings):
     # (as compact JSON) is 422 naming it.
     api_max_body_bytes: int = 1024 * 1024
     api_max_params_bytes: int = 64 * 1024
+    # The notify runner (docs/decisions.md, "Notify"): a delivery is tried at most
+    # ``webhook_max_attempts`` times, the n-th retry after ``webhook_retry_base_s`` *
+    # 2^(n-1) (at most ``webhook_retry_max_s``, jittered down to half), each POST given
+    # ``webhook_timeout_s``; ``notify_concurrency`` deliveries at once per runner.
+    webhook_max_attempts: int = 12
+    webhook_retry_base_s: float = 5.0
+    webhook_retry_max_s: float = 3600.0
+    webhook_timeout_s: float = 10.0
+    notify_concurrency: int = 16
 
     @property
     def lease_ttl(self) -> timedelta:
@@ -78,6 +90,26 @@ class Settings(BaseSettings):
     def bundle_spill_after(self) -> timedelta:
         """How long a worker runs a bundle's attempts one by one before sharing the rest."""
         return timedelta(milliseconds=self.bundle_spill_after_ms)
+
+    @property
+    def webhook_retry_base(self) -> timedelta:
+        """The wait before a delivery's first retry; it doubles with each further one."""
+        return timedelta(seconds=self.webhook_retry_base_s)
+
+    @property
+    def webhook_retry_max(self) -> timedelta:
+        """The longest wait between two tries of a delivery."""
+        return timedelta(seconds=self.webhook_retry_max_s)
+
+    @property
+    def webhook_timeout(self) -> timedelta:
+        """How long one webhook POST may take before it counts as failed."""
+        return timedelta(seconds=self.webhook_timeout_s)
+
+    @property
+    def callback_base(self) -> str:
+        """Where the callback URLs handed to web-service workers point (``.../api/v1``)."""
+        return self.callback_url or f"{self.api_url.rstrip('/')}{self.path_prefix}/api/v1"
 
     def require_urls(self) -> tuple[str, str]:
         """Both server URLs; the caller must have resolved embedded servers first."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from collections.abc import Sequence
 from types import FrameType
 from typing import Protocol
 
@@ -41,3 +42,43 @@ def run_until_signalled(name: str, loop: Loop) -> None:
     loop.run()
     log.info("%s stopped", name)
 
+
+
+class Together:
+    """Several loops of one process, each in its own thread, stopped together.
+
+    When one of them returns or fails, the others are stopped too and the failure is
+    raised: the process then ends, and its supervisor (``stellwerk up``, compose)
+    restarts it whole, rather than letting it run on with a part missing.
+    """
+
+    def __init__(self, loops: Sequence[Loop]) -> None:
+        self._loops = list(loops)
+        self._failure: Exception | None = None
+        self.stopping = threading.Event()
+
+    def run(self) -> None:
+        """Run every loop until :attr:`stopping` is set or one of them ends."""
+        threads = [
+            threading.Thread(target=self._run_one, args=(loop,), name=type(loop).__name__)
+            for loop in self._loops
+        ]
+        for thread in threads:
+            thread.start()
+        while not self.stopping.wait(1.0):
+            pass  # a timed wait: the main thread stays responsive to signals
+        for loop in self._loops:
+            loop.stopping.set()
+        for thread in threads:
+            thread.join()
+        if self._failure is not None:
+            raise RuntimeError(f"a loop failed: {self._failure!r}") from self._failure
+
+    def _run_one(self, loop: Loop) -> None:
+        try:
+            loop.run()
+        except Exception as error:
+            logging.getLogger("stellwerk").exception("%s failed", type(loop).__name__)
+            self._failure = error
+        finally:
+            self.stopping.set()

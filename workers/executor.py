@@ -15,7 +15,8 @@ from uuid import UUID
 import redis
 from pydantic import BaseModel, ValidationError
 
-from common.messaging.keys import CLAIM_TTL, cancel_key, claim_key
+from common.messaging.claims import claim
+from common.messaging.keys import cancel_key
 from common.messaging.messages import TaskBundle, TaskDispatch, TaskResult, utcnow
 from common.messaging.publisher import Publisher, Sink
 from common.secure_params import SecretBox, SecretKeyError
@@ -30,18 +31,6 @@ from workers.tasklog import TaskLog
 
 logger = logging.getLogger(__name__)
 
-
-# Claim and cancel check of several attempts in one call: for each, whether this worker
-# is the first to claim it and whether it was cancelled. A pipeline object costs more CPU
-# to build in redis-py than the round trips it saves.
-CLAIM_SCRIPT = """
-local answers = {}
-for i = 1, #KEYS, 2 do
-  answers[#answers + 1] = redis.call('SET', KEYS[i], ARGV[1], 'NX', 'EX', ARGV[2]) and 1 or 0
-  answers[#answers + 1] = redis.call('EXISTS', KEYS[i + 1])
-end
-return answers
-"""
 
 # A bundle's attempts are claimed in chunks that double while they run fast (up to
 # MAX_CHUNK) and fall back to one when a chunk takes longer than FAST_CHUNK_S: fast
@@ -79,13 +68,12 @@ class Executor:
         self._interval_s = heartbeat_interval.total_seconds()
         self._clock = clock
         self._watchdog = Watchdog()
-        self._claim_script = client.register_script(CLAIM_SCRIPT)
         self._spill_after_s = spill_after.total_seconds()
 
     def handle(self, payload: object, worker: str) -> None:
         """Run the attempt ``payload`` describes, at most once per idempotency key."""
         dispatch = self._parse(payload, worker)
-        if dispatch is not None and self._claim([dispatch], worker)[0]:
+        if dispatch is not None and claim(self._redis, [dispatch], worker)[0]:
             self._run(dispatch, worker, self._publisher)
 
     def handle_bundle(self, payload: object, worker: str) -> None:
@@ -109,7 +97,8 @@ class Executor:
         parsed = (self._parse(payload, worker) for payload in payloads)
         dispatches = [dispatch for dispatch in parsed if dispatch is not None]
         outcomes = ResultBuffer()
-        for dispatch, claimed in zip(dispatches, self._claim(dispatches, worker), strict=True):
+        allowed = claim(self._redis, dispatches, worker)
+        for dispatch, claimed in zip(dispatches, allowed, strict=True):
             if claimed:
                 self._run(dispatch, worker, outcomes)
         outcomes.flush(self._publisher)
@@ -144,30 +133,6 @@ class Executor:
         ) as beat:
             outcome = invoke(processor, ctx)
         _report(reporter, ctx, _masked(outcome, ctx.logs), timed_out=beat.timed_out)
-
-    def _claim(self, dispatches: list[TaskDispatch], worker: str) -> list[bool]:
-        """For each attempt, whether this worker may run it: first to claim, not cancelled.
-
-        A relay may deliver a dispatch twice, and the broker redelivers a message whose
-        worker died; either way the attempt must not run again. The engine requeues a
-        lost attempt under a new attempt number, which is a new key.
-        """
-        if not dispatches:
-            return []
-        keys = []
-        for dispatch in dispatches:
-            keys += [claim_key(dispatch.idempotency_key), cancel_key(dispatch.idempotency_key)]
-        answers = self._claim_script(keys=keys, args=[worker, int(CLAIM_TTL.total_seconds())])
-        allowed = []
-        for i, dispatch in enumerate(dispatches):
-            claimed, cancelled = answers[2 * i], answers[2 * i + 1]
-            label = attempt_label(dispatch.run_id, dispatch.task, dispatch.attempt)
-            if not claimed:
-                logger.info("%s: already claimed (%s), skipped", label, dispatch.idempotency_key)
-            elif cancelled:
-                logger.info("%s: cancelled before it started, skipped", label)
-            allowed.append(bool(claimed and not cancelled))
-        return allowed
 
     def _cancel_probe(self, idempotency_key: str) -> Callable[[], bool]:
         key = cancel_key(idempotency_key)
@@ -226,7 +191,7 @@ def _masked(outcome: Outcome, logs: TaskLog) -> Outcome:
 
 
 def _report(reporter: ResultReporter, ctx: TaskContext, outcome: Outcome, timed_out: bool) -> None:
-    """The ``finished`` message of an attempt; nothing for one accepted for a post-back."""
+    """The ``finished`` message of an attempt; a detached one for one accepted for a post-back."""
     storage = ctx.saved_storage
     if timed_out:
         output = outcome.output if isinstance(outcome, Completed | Failed) else None
@@ -241,4 +206,7 @@ def _report(reporter: ResultReporter, ctx: TaskContext, outcome: Outcome, timed_
     elif isinstance(outcome, Rejected):
         reporter.finished(ctx.logs, "REJECTED", message=outcome.message, storage=storage)
     elif isinstance(outcome, Accepted):
+        # Detached: the engine holds the attempt by its timeout, not this worker's lease,
+        # which ends now (without this it expired and the task was requeued).
+        reporter.detached(ctx.logs, storage=storage)
         logger.info("%s: accepted for completion by post-back", ctx.label)

@@ -18,9 +18,9 @@ from celery.utils.nodenames import default_nodename
 
 import workers.builtin  # noqa: F401 - registers the built-in processors
 from common.config import Settings
+from common.messaging.liveness import LivenessBeacon
 from common.messaging.messages import task_queue
 from common.process import settle_garbage_collector
-from workers.liveness import LivenessBeacon
 from workers.pool import CooperativeThreadPool
 from workers.registry import default_registry
 from workers.runtime import build_worker_app, require_redis_url

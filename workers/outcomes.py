@@ -34,7 +34,11 @@ class Rejected:
 
 @dataclass(frozen=True)
 class Accepted:
-    """Someone else completes the task later by post-back; the worker reports nothing more."""
+    """Someone else completes the task later by post-back.
+
+    The worker reports the attempt detached: from then on its task's timeout, not the
+    worker's lease, bounds how long it may stay ACTIVE.
+    """
 
 
 Outcome = Completed | Failed | Rejected | Accepted

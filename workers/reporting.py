@@ -80,6 +80,19 @@ class ResultReporter:
         )
         self._outcomes.publish([result_message(result)])
 
+    def detached(self, log: TaskLog, *, storage: dict[str, Any] | None = None) -> None:
+        """Flush the log and hand the attempt over: someone else reports its outcome.
+
+        ``started`` or ``heartbeat`` with ``detached``: the engine then holds the attempt
+        by its timeout (renewed by post-back callbacks) instead of this worker's lease.
+        """
+        chunk = log.drain()
+        while log.has_pending():
+            self.progress(chunk)
+            chunk = log.drain()
+        result = self._progress_result(chunk)
+        self._send(result.model_copy(update={"detached": True, "storage": storage}))
+
     def _progress_result(self, logs: list[LogLine]) -> TaskResult:
         kind: ResultKind = "heartbeat" if self._started_sent else "started"
         self._started_sent = True

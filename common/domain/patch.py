@@ -15,15 +15,17 @@ from typing import Any, Literal
 from pydantic import Field
 
 from common.domain.spec import JobSpec, Schedule, Strict, TaskDefaults, TaskSpec
+from common.domain.webservice import WebServiceSettings
 
 # What the engine reads of a job while a run goes on (``JobStructure``): changing one of
 # these under an unfinished run would give it a definition it did not start with.
 DEFINITION_FIELDS = frozenset({
     "tasks", "params", "secure_params", "canary", "failure_threshold", "timeout",
-    "task_defaults", "priority",
+    "task_defaults", "priority", "webservice",
 })
-# Fields whose change rewrites the task rows (effective settings are stored per task).
-TASK_FIELDS = frozenset({"tasks", "task_defaults", "priority"})
+# Fields whose change rewrites the task rows (effective settings are stored per task,
+# and so is the binding of a task of a registered worker type).
+TASK_FIELDS = frozenset({"tasks", "task_defaults", "priority", "webservice"})
 
 
 class JobPatch(Strict):
@@ -51,6 +53,7 @@ class JobPatch(Strict):
     suspend_after: timedelta | None = None
     auto_resume: bool | None = None
     late_after: timedelta | None = None
+    webservice: WebServiceSettings | None = None
 
     def given(self) -> frozenset[str]:
         """The fields the request named (an explicit ``null`` included)."""
@@ -68,7 +71,17 @@ class JobPatch(Strict):
         fields["tasks"] = current.tasks if self.tasks is None else _keep_secrets(
             self.tasks, {task.name: task for task in current.tasks}
         )
+        fields["webservice"] = self._webservice(current.webservice)
         return JobSpec.model_validate(fields)
+
+    def _webservice(self, current: WebServiceSettings | None) -> WebServiceSettings | None:
+        """Given settings replace the old whole, except write-only headers not mentioned."""
+        if "webservice" not in self.given():
+            return current
+        new = self.webservice
+        if new is None or "headers" in new.model_fields_set or current is None:
+            return new
+        return new.model_copy(update={"headers": current.headers})
 
 
 def _keep_secrets(tasks: list[TaskSpec], old: dict[str, TaskSpec]) -> list[TaskSpec]:

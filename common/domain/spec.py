@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from common.domain.graph import Graph, GraphError
+from common.domain.webservice import WebServiceSettings
 
 TYPE_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 MAX_TASKS = 20_000
@@ -119,6 +120,8 @@ class JobSpec(Strict):
     suspend_after: Positive | None = None
     auto_resume: bool = False
     late_after: NotNegative | None = None
+    # Url and headers for this job's tasks of registered worker types (``worker_types``).
+    webservice: WebServiceSettings | None = None
 
     @model_validator(mode="after")
     def _graph_is_valid(self) -> JobSpec:

@@ -3,18 +3,28 @@
 Each running worker keeps one short-lived key, ``stellwerk:workers:<hostname>``, holding
 a JSON record (``hostname``, ``types``, ``concurrency``, ``pid``, ``started_at``,
 ``seen_at``). It refreshes the key well inside its TTL, so a worker that dies vanishes
-from the list within the TTL without anyone cleaning up after it. The writer lives in
-``workers.liveness``; the reader is here so that the API can use it without importing
-the worker runtime.
+from the list within the TTL without anyone cleaning up after it; one that stops cleanly
+deletes its key at once. Writer (:class:`LivenessBeacon`, kept by every worker and
+connector) and reader (:func:`live_workers`, for the API and the beat) live here
+together, so that the API reads them without importing a runtime.
 """
 
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+import logging
+import os
+import threading
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from types import TracebackType
 from typing import Any
 
 import redis
+
+from common.messaging.messages import utcnow
+
+logger = logging.getLogger(__name__)
 
 WORKER_KEY_PREFIX = "stellwerk:workers:"
 LIVENESS_TTL = timedelta(seconds=10)
@@ -51,3 +61,68 @@ def _parse(raw: object) -> dict[str, Any] | None:
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
+
+
+class LivenessBeacon:
+    """Keeps a worker's (or connector's) record alive while the context manager is open.
+
+    A background thread rewrites the record every ``refresh``, with a TTL a few times
+    longer: a process that dies without cleaning up drops out within the TTL.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        hostname: str,
+        types: Sequence[str],
+        concurrency: int,
+        *,
+        refresh: timedelta = LIVENESS_REFRESH,
+        ttl: timedelta = LIVENESS_TTL,
+        clock: Callable[[], datetime] = utcnow,
+    ) -> None:
+        self._client = client
+        self._key = worker_key(hostname)
+        self._record = {
+            "hostname": hostname,
+            "types": sorted(types),
+            "concurrency": concurrency,
+            "pid": os.getpid(),
+            "started_at": clock().isoformat(),
+        }
+        self._refresh_s = refresh.total_seconds()
+        self._ttl = ttl
+        self._clock = clock
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="liveness", daemon=True)
+
+    def __enter__(self) -> LivenessBeacon:
+        """Write the record now, then keep refreshing it."""
+        self._write()
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        """Stop refreshing and remove the record."""
+        self._stop.set()
+        self._thread.join()
+        try:
+            self._client.delete(self._key)
+        except redis.RedisError:
+            logger.warning("could not remove the liveness record %s; it expires", self._key)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._refresh_s):
+            try:
+                self._write()
+            except redis.RedisError:
+                logger.warning("could not refresh the liveness record %s", self._key)
+
+    def _write(self) -> None:
+        record = {**self._record, "seen_at": self._clock().isoformat()}
+        self._client.set(self._key, json.dumps(record), ex=self._ttl)

@@ -25,6 +25,8 @@ RESULT_TASK = "stellwerk.result"
 NOTIFY_TASK = "stellwerk.notify"
 EXECUTE_TASK = "stellwerk.execute"
 EXECUTE_BUNDLE_TASK = "stellwerk.execute_bundle"
+JOBS_TASK = "stellwerk.jobs"  # a producer's request (``common.messaging.requests``)
+EVENT_TASK = "stellwerk.event"  # an answer event on a producer's ``reply_to`` queue
 
 
 def task_queue(task_type: str) -> str:
@@ -130,15 +132,26 @@ class TaskResult(Message):
     started_at: datetime | None = None
     logs: list[LogLine] = Field(default_factory=list)
     storage: dict[str, Any] | None = None
+    # Set on ``started``/``heartbeat`` of an attempt that someone else completes later
+    # (a processor returned ``Accepted``; a web-service worker answered 201; a callback
+    # arrived): its lease no longer follows the reporter's liveness but the task's
+    # timeout, renewed by each such message; without one for that long it is TIMEOUT.
+    detached: bool = False
 
 
 class Event(BaseModel):
-    """One state change as subscribers see it (SPEC §4)."""
+    """One state change as subscribers see it (SPEC §4).
 
+    ``id`` names the event itself: webhook deliveries carry it (so a receiver can
+    de-duplicate) and the live stream shows it. ``job_id`` is None for an event about no
+    one job (a subscription that selects no job, a request that failed).
+    """
+
+    id: UUID = Field(default_factory=uuid4)
     event: str
     at: datetime
-    job_id: UUID
-    job_name: str
+    job_id: UUID | None = None
+    job_name: str = ""
     job_type: str = ""
     application: str = ""
     tenant: str = ""
@@ -150,6 +163,10 @@ class Event(BaseModel):
     state: str | None = None
     reason: str = ""
     scheduled_for: datetime | None = None  # the nominal time of a cron fire
+    subscription_id: UUID | None = None  # subscription.created / subscription.deleted
+    # The producer's ``request_id`` on the answer to a ``stellwerk.jobs`` request
+    # (``job.created``, ``request.failed``...); None when the change came another way.
+    request_id: str | None = None
 
 
 class NotifyBatch(Message):

@@ -70,6 +70,9 @@ class Job(Base):
     priority: Mapped[int] = mapped_column(Integer, default=5)
     params: Mapped[Json] = mapped_column(default=dict)
     secure_params: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # The header values of the job's ``webservice`` settings, sealed like secure params
+    # (``spec`` keeps their names only).
+    sealed_webservice_headers: Mapped[str | None] = mapped_column(Text, nullable=True)
     spec: Mapped[Json] = mapped_column(default=dict)
     schedule: Mapped[Json] = mapped_column(default=dict)
     draft: Mapped[bool] = mapped_column(Boolean, default=False)
@@ -121,6 +124,10 @@ class Task(Base):
     retry_backoff_s: Mapped[float] = mapped_column(Float, default=1.0)
     confirm: Mapped[bool] = mapped_column(Boolean, default=False)
     priority: Mapped[int] = mapped_column(Integer, default=5)
+    # Set when ``type`` is a registered worker type: how its attempts are dispatched
+    # (engine, params with the url, sealed headers), worked out when the job is written
+    # (``scheduler.services.task_binding``).
+    binding: Mapped[Json | None] = mapped_column(JSONB(none_as_null=True), nullable=True)
 
     __table_args__ = (UniqueConstraint("job_id", "name"),)
 
@@ -217,6 +224,9 @@ class TaskRun(Base):
     # attempt's claim, and the timeout backstop of an ACTIVE one.
     claim_check_at: Mapped[datetime | None] = mapped_column(nullable=True)
     deadline_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    # The current attempt is completed by someone else (a web service, a post-back): it
+    # holds no lease, only ``deadline_at`` (its timeout, renewed by each detached report).
+    detached: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
 
     __table_args__ = (
         UniqueConstraint("run_id", "name"),
@@ -334,3 +344,109 @@ class ApiToken(Base):
     created_by: Mapped[str] = mapped_column(String(200))
     created_at: Mapped[datetime]
     expires_at: Mapped[datetime | None] = mapped_column(nullable=True)
+
+
+class WorkerType(Base):
+    """A task type served by a web service, registered by name (SPEC §5).
+
+    Header values may be credentials: sealed (``common.secure_params``), only their
+    names readable. Jobs copy what they need when they are written (``tasks.binding``).
+    """
+
+    __tablename__ = "worker_types"
+
+    name: Mapped[str] = mapped_column(String(100), primary_key=True)
+    engine: Mapped[str] = mapped_column(String(20))
+    url: Mapped[str] = mapped_column(Text)
+    sealed_headers: Mapped[str | None] = mapped_column(Text, nullable=True)
+    header_names: Mapped[list[str]] = mapped_column(ARRAY(String(200)))
+    job_template: Mapped[Json] = mapped_column(default=dict)
+    created_by: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime]
+
+
+class Subscription(Base):
+    """Who wants which events (SPEC §5): patterns, a selector, and one target.
+
+    A NULL selector column matches anything. ``tenant`` is also whose subscription it
+    is: a tenant-bound token sees only its tenant's. A webhook's secret and header
+    values are sealed (``common.secure_params``); only the names of the headers are
+    kept readable, to be shown. ``job_id`` cascades as a backstop: deleting a job
+    deletes its subscriptions itself first, to announce each.
+    """
+
+    __tablename__ = "subscriptions"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    events: Mapped[list[str]] = mapped_column(ARRAY(String(200)))
+    job_id: Mapped[uuid.UUID | None] = mapped_column(
+        ForeignKey("jobs.id", ondelete="CASCADE"), nullable=True, index=True
+    )
+    job_type: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    application: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    tenant: Mapped[str | None] = mapped_column(String(200), nullable=True, index=True)
+    target: Mapped[str] = mapped_column(String(20))  # webhook | celery_task
+    url: Mapped[str | None] = mapped_column(Text, nullable=True)
+    sealed_secret: Mapped[str | None] = mapped_column(Text, nullable=True)
+    sealed_headers: Mapped[str | None] = mapped_column(Text, nullable=True)
+    header_names: Mapped[list[str]] = mapped_column(ARRAY(String(100)))
+    celery_task: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    queue: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    created_by: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime]
+
+
+class Delivery(Base):
+    """One event on its way to one subscription: ``pending``, ``delivered`` or ``dead``.
+
+    ``due_at`` is when a runner may next take it: the next try of a pending delivery,
+    or, while a runner holds it (``claim``), the end of that runner's lease, after
+    which another runner takes it again. Unique per (subscription, event): a notify
+    message read twice cannot deliver an event twice. ``seq`` orders the deliveries
+    as their events happened: those of one run to one subscription go out one at a
+    time, in that order.
+    """
+
+    __tablename__ = "deliveries"
+
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    seq: Mapped[int] = mapped_column(BigInteger, Identity())
+    subscription_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("subscriptions.id", ondelete="CASCADE")
+    )
+    run_id: Mapped[uuid.UUID | None] = mapped_column(nullable=True)
+    event_id: Mapped[uuid.UUID]
+    event: Mapped[str] = mapped_column(String(200))
+    payload: Mapped[Json]
+    state: Mapped[str] = mapped_column(String(20))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    due_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    claim: Mapped[uuid.UUID | None] = mapped_column(nullable=True)
+    created_at: Mapped[datetime]
+    finished_at: Mapped[datetime | None] = mapped_column(nullable=True)
+
+    __table_args__ = (
+        UniqueConstraint("subscription_id", "event_id"),
+        Index("ix_deliveries_due", "due_at", postgresql_where=text("state = 'pending'")),
+        Index(
+            "ix_deliveries_queue", "subscription_id", "run_id", "seq",
+            postgresql_where=text("state = 'pending'"),
+        ),
+        Index("ix_deliveries_listing", "subscription_id", "seq"),
+    )
+
+
+class DeliveryAttempt(Base):
+    """One try of a delivery: when, how long, and the HTTP status or the error."""
+
+    __tablename__ = "delivery_attempts"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    delivery_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("deliveries.id", ondelete="CASCADE"), index=True
+    )
+    number: Mapped[int] = mapped_column(Integer)
+    at: Mapped[datetime]
+    duration_ms: Mapped[float] = mapped_column(Float)
+    status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    error: Mapped[str] = mapped_column(Text, default="")

@@ -19,8 +19,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 class Admission:
     """ASGI middleware: at most ``limit`` HTTP requests are being handled at a time.
 
-    Long-lived streams (server-sent events, followed logs) must not take a slot; list
-    their path prefixes in ``exempt``.
+    Long-lived streams must not take a slot: server-sent events (list their path
+    prefixes in ``exempt``) and followed logs (any request with ``follow=true``).
     """
 
     def __init__(self, app: ASGIApp, limit: int, exempt: tuple[str, ...] = ()) -> None:
@@ -33,7 +33,10 @@ class Admission:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """Wait for a slot, then handle the request."""
-        if scope["type"] != "http" or scope["path"].startswith(self.exempt):
+        if (
+            scope["type"] != "http" or scope["path"].startswith(self.exempt)
+            or b"follow=true" in scope.get("query_string", b"")
+        ):
             await self.app(scope, receive, send)
             return
         async with self._slots_of_this_loop():

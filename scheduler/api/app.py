@@ -16,10 +16,11 @@ from common.config import Settings
 from common.messaging.messages import utcnow
 from scheduler.api.admission import Admission
 from scheduler.api.errors import install_error_handlers
-from scheduler.api.landing import landing_router
 from scheduler.api.limits import BodySizeLimit, Limits
 from scheduler.api.resources import Clock, Resources
 from scheduler.api.routes import api_router
+from scheduler.api.routes.events import EVENTS_PATH, LiveEvents
+from scheduler.api.web_ui import web_ui_router
 
 API_VERSION_PATH = "/api/v1"
 
@@ -58,8 +59,13 @@ def create_app(settings: Settings, *, clock: Clock = utcnow) -> FastAPI:
     install_error_handlers(app)
     limits = Limits.of(settings)
     app.state.limits = limits
-    app.add_middleware(Admission, limit=REQUEST_THREADS)  # inside: bodies are read first
+    app.state.live_events = LiveEvents(settings.redis_url)
+    # Streams hold no thread and no connection while they last: they take no slot.
+    app.add_middleware(
+        Admission, limit=REQUEST_THREADS, exempt=(f"{base}{EVENTS_PATH}",),
+    )  # inside: bodies are read first
     app.add_middleware(BodySizeLimit, max_bytes=limits.max_body_bytes)
     app.include_router(api_router(), prefix=base)
-    app.include_router(landing_router(base), prefix=base.removesuffix(API_VERSION_PATH))
+    prefix = base.removesuffix(API_VERSION_PATH)
+    app.include_router(web_ui_router(prefix, base), prefix=prefix)
     return app

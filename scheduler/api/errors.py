@@ -94,10 +94,19 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
         reason = malformed.get("ctx", {}).get("error", "JSON decode error")
         return problem(400, f"malformed JSON body: {reason} (at character {malformed['loc'][-1]})")
     errors = [{"loc": list(e["loc"]), "msg": _message(e), "type": e["type"]} for e in raw]
-    lines = [_line(_where(e["loc"], exc.body), e["msg"]) for e in errors[:_DETAIL_ERRORS]]
+    return problem(422, describe_faults(errors, exc.body), errors=errors)
+
+
+def describe_faults(errors: Sequence[Mapping[str, Any]], body: Any = None) -> str:
+    """The one-line ``detail`` of validation faults (``loc`` and ``msg`` each), for people.
+
+    Public because the ``stellwerk.jobs`` consumer answers a bad request with the very
+    message ``POST /jobs`` would give.
+    """
+    lines = [_line(_where(e["loc"], body), _message(dict(e))) for e in errors[:_DETAIL_ERRORS]]
     if len(errors) > _DETAIL_ERRORS:
         lines.append(f"and {len(errors) - _DETAIL_ERRORS} more")
-    return problem(422, "; ".join(lines), errors=errors)
+    return "; ".join(lines)
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:

@@ -52,13 +52,20 @@ def check_params_sizes(spec: JobSpec | JobPatch, max_bytes: int) -> None:
     Measured as compact JSON: params travel in every dispatch of every task, so one
     bloated object multiplies through the broker and the workers' memory.
     """
+    faults = params_faults(spec, max_bytes)
+    if faults:
+        names = {"tasks": [{"name": task.name} for task in spec.tasks or []]}
+        raise RequestValidationError(faults, body=names)
+
+
+def params_faults(spec: JobSpec | JobPatch, max_bytes: int) -> list[dict[str, Any]]:
+    """The first params object larger than ``max_bytes``, as a fault (none: empty)."""
     for loc, value in _params_objects(spec):
         size = len(json.dumps(value, separators=(",", ":")).encode())
         if size > max_bytes:
-            fault = {"loc": loc, "msg": f"is {size} bytes as JSON; the limit is {max_bytes}",
-                     "type": "value_error"}
-            names = {"tasks": [{"name": task.name} for task in spec.tasks or []]}
-            raise RequestValidationError([fault], body=names)
+            return [{"loc": loc, "msg": f"is {size} bytes as JSON; the limit is {max_bytes}",
+                     "type": "value_error"}]
+    return []
 
 
 def _params_objects(

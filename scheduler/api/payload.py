@@ -45,6 +45,11 @@ def _body_faults(body: bytes) -> list[dict[str, Any]]:
     parsed = _parsed(body)
     if parsed is None:
         return []  # not JSON: the route's own parsing reports it
+    return unstorable_faults(parsed)
+
+
+def unstorable_faults(parsed: Any) -> list[dict[str, Any]]:
+    """The faults of a parsed body, under ``body`` (also for ``stellwerk.jobs`` requests)."""
     return [_fault(("body", *loc), msg) for loc, msg in _walk(parsed)]
 
 

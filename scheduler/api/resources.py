@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import redis
+from pydantic import SecretStr
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -21,6 +22,7 @@ from common.secure_params import SecretBox
 from scheduler.api.auth import Authenticator
 from scheduler.engine.commands import RunControl
 from scheduler.engine.loading import RunLoader
+from scheduler.engine.reported import Reports
 from scheduler.engine.stopper import Stopper
 from scheduler.engine.structure import StructureCache
 
@@ -42,6 +44,10 @@ class Resources:
     control: RunControl
     # Seals secure params on create and PATCH; the API never returns them.
     secrets: SecretBox
+    # Post-backs and web-service callbacks, applied as the engine would; callback URLs
+    # carry a credential derived from the secret key (``common.callbacks``).
+    reports: Reports
+    callback_key: SecretStr | None
 
     @classmethod
     def open(cls, settings: Settings, clock: Clock = utcnow, pool_size: int = 5) -> Resources:
@@ -53,14 +59,20 @@ class Resources:
         relay = OutboxRelay(sessions, Publisher(client), settings.dispatch_bundle_size)
         # The API never caches run snapshots (the loader is not told to remember):
         # engines write the same runs, and only their own cache is keyed by version.
+        stopper = Stopper(client, make_celery(redis_url))
         control = RunControl(
-            sessions, RunLoader(StructureCache()), relay,
-            Stopper(client, make_celery(redis_url)), lease_ttl=settings.lease_ttl, clock=clock,
+            sessions, RunLoader(StructureCache()), relay, stopper,
+            lease_ttl=settings.lease_ttl, clock=clock,
+        )
+        reports = Reports(
+            sessions, RunLoader(StructureCache()), relay, stopper,
+            lease_ttl=settings.lease_ttl, clock=clock,
         )
         return cls(
             engine=engine, sessions=sessions, redis=client, relay=relay,
             authenticator=Authenticator(settings.admin_token), clock=clock, control=control,
-            secrets=SecretBox(settings.secret_key),
+            secrets=SecretBox(settings.secret_key), reports=reports,
+            callback_key=settings.secret_key,
         )
 
     def relay_now(self, outbox_ids: Sequence[int]) -> None:

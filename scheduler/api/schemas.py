@@ -80,6 +80,13 @@ class JobSummaryPublic(Public):
         return cls.model_validate(_summary_fields(summary))
 
 
+class WebServicePublic(Public):
+    """A job's ``webservice`` settings; ``headers`` lists the names of its headers only."""
+
+    url: str | None = None
+    headers: list[str] = Field(default_factory=list)
+
+
 class JobPublic(JobSummaryPublic):
     """A job with its graph, settings and storage; never its secure params."""
 
@@ -101,6 +108,7 @@ class JobPublic(JobSummaryPublic):
         default_factory=list,
         description="A cron job's next five fire times (UTC); empty if it will not fire.",
     )
+    webservice: WebServicePublic | None = None
 
     @classmethod
     def of_detail(cls, detail: JobDetail) -> JobPublic:

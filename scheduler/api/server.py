@@ -7,7 +7,11 @@ import uvicorn
 from common.config import Settings
 from scheduler.api.app import create_app
 
+GRACEFUL_SHUTDOWN_S = 5
+
 
 def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8080) -> None:
     """Run the API until interrupted (Ctrl-C or SIGTERM stop it cleanly)."""
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="info")
+    # Open event streams never end by themselves: on shutdown they get a few seconds.
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="info",
+                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S)

@@ -64,6 +64,7 @@ class TokenCreated(TokenPublic):
 
 
 class TokensPublic(BaseModel):
-    """The tokens the caller may see, newest first."""
+    """One page of the tokens the caller may see, newest first; ``next_cursor`` as for jobs."""
 
     data: list[TokenPublic]
+    next_cursor: str | None

@@ -4,9 +4,9 @@ An ACTIVE attempt holds a lease its worker renews (``duties.expire_leases``). Be
 ``started`` there is no lease: a worker reports an attempt only after 0.2 s, and the
 attempts of a bundle chunk are claimed together and wait their turn. A worker killed in
 that window leaves the attempt READY, and no queue will ever deliver it again (its
-claim is taken). The claim key names the worker (``workers.executor``) and every live
-worker keeps a liveness key (``workers.liveness``), so the beat can tell the three
-cases apart a lease after the dispatch:
+claim is taken). The claim key names the worker (``common.messaging.claims``) and every
+live worker or connector keeps a liveness key (``common.messaging.liveness``), so the
+beat can tell the three cases apart a lease after the dispatch:
 
 - claimed by a worker that is not live: lost, requeued as the next attempt;
 - claimed by a live worker: it is about to start it, check again a lease later;

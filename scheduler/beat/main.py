@@ -5,6 +5,7 @@ from __future__ import annotations
 import redis
 
 from common.config import Settings
+from common.messaging.loop_timings import LoopTimings
 from common.messaging.messages import utcnow
 from common.messaging.publisher import Publisher
 from common.persistence.db import make_engine, make_sessions
@@ -25,6 +26,7 @@ def build_ticker(settings: Settings) -> Ticker:
     return Ticker(
         sessions, relay, settings.beat_interval, clock=utcnow, cancel_grace=settings.cancel_grace,
         fire_crons=not settings.disable_cron, watch=watch_duties(client, settings),
+        timings=LoopTimings(client, "beat_step"),
     )
 
 

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy import delete
 from sqlalchemy.orm import Session, sessionmaker
 
+from common.messaging.loop_timings import LoopTimings
 from common.persistence.models import OutboxMessage
 from common.persistence.outbox import OutboxRelay
 from scheduler.beat import crons, duties, timers
@@ -44,7 +46,9 @@ class Ticker:
         self, sessions: sessionmaker[Session], relay: OutboxRelay, interval: timedelta,
         clock: Callable[[], datetime], cancel_grace: timedelta = timedelta(seconds=30),
         *, fire_crons: bool = True, watch: Sequence[Duty] = (), handoff: Handoff | None = None,
+        timings: LoopTimings | None = None,
     ) -> None:
+        self._timings = timings  # for GET /metrics
         self._sessions = sessions
         self._watch = watch  # lost attempts, task timeouts, suspension, lateness
         self._fire_crons = fire_crons  # False: STELLWERK_DISABLE_CRON
@@ -100,11 +104,14 @@ class Ticker:
     def run(self) -> None:
         """Tick until stopped; an error is logged and the next tick tries again."""
         while not self.stopping.is_set():
+            began = time.monotonic()
             try:
                 wake = self.tick()
             except Exception:
                 log.exception("beat tick failed")
                 wake = self._clock() + self._interval
+            if self._timings is not None:
+                self._timings.observe(time.monotonic() - began)
             delay = (wake - self._clock()).total_seconds()
             if delay > 0:
                 self.stopping.wait(delay)

@@ -1,4 +1,4 @@
-"""One command per component: ``api``, ``engine``, ``beat``, ``notify``, ``worker``, ``migrate``.
+"""One command per component: api, engine, beat, notify, worker, connector, migrate.
 
 Each builds its settings from the environment, lets :func:`common.embedded.ensure_servers`
 fill in missing server URLs (so a component run alone on a laptop uses the embedded
@@ -35,7 +35,7 @@ class Pool(StrEnum):
 
 def register(app: typer.Typer) -> None:
     """Add the component commands to the app."""
-    for command in (api, engine, beat, notify, worker, migrate):
+    for command in (api, engine, beat, notify, worker, connector, migrate):
         app.command(rich_help_panel=PANEL)(reporting_errors(command))
 
 
@@ -104,6 +104,22 @@ def worker(
         hostname,
         imports=imports or (),
     )
+
+
+def connector(
+    host: HostOption = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port of POST /invoke and GET /healthz.",
+                                      min=1, max=65535)] = 8090,
+    concurrency: Annotated[int, typer.Option(help="Calls in flight at once.", min=1)] = 500,
+    hostname: Annotated[
+        str | None,
+        typer.Option(help="Connector name (default: connector-<pid>@<host>).", show_default=False),
+    ] = None,
+) -> None:
+    """Run http and webservice tasks (many calls at once) and serve POST /invoke."""
+    from connectors.main import run_connector  # noqa: PLC0415
+
+    run_connector(component_settings(), host, port, concurrency, hostname)
 
 
 def migrate() -> None:

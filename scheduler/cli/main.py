@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from scheduler.cli import components, control, jobs, runs, tokens, up
+from scheduler.cli import components, control, health, history, jobs, runs, tokens, up
 
 
 def build_app() -> typer.Typer:
@@ -21,9 +21,11 @@ def build_app() -> typer.Typer:
         pretty_exceptions_show_locals=False,
     )
     components.register(app)
+    health.register(app)
     up.register(app)
     runs.register(app)
     jobs.register(app)
+    history.register(app)
     control.register(app)
     tokens.register(app)
     return app

@@ -19,6 +19,7 @@ from scheduler.cli.client import (
     resolve_connection,
 )
 from scheduler.cli.errors import CliError, reporting_errors
+from scheduler.cli.events import run_events
 from scheduler.cli.specfile import load_job_spec
 from scheduler.cli.views import run_view
 from scheduler.cli.watch import exit_code, follow_run
@@ -57,7 +58,8 @@ def submit(
             raise CliError(
                 f"job {job.get('id')} has no run to watch yet (state {job.get('state')})"
             )
-        final = follow_run(lambda: _get_run(http, str(run_id)), console)
+        final = follow_run(lambda: _get_run(http, str(run_id)), console,
+                           events=lambda: run_events(http, str(run_id)))
     raise typer.Exit(exit_code(final))
 
 
@@ -80,7 +82,8 @@ def watch(
 ) -> None:
     """Follow a run live until it ends; exit 0 if it COMPLETED, else 1."""
     with api_client(resolve_connection(api_url, token, data_dir)) as http:
-        final = follow_run(lambda: _get_run(http, run), Console())
+        final = follow_run(lambda: _get_run(http, run), Console(),
+                           events=lambda: run_events(http, run))
     raise typer.Exit(exit_code(final))
 
 

@@ -152,13 +152,25 @@ def plan_children(python: str, env: Mapping[str, str], options: UpOptions) -> li
         child(
             "worker",
             "--types",
-            BUILTIN_TYPES,
+            worker_types(env),
             "--concurrency",
             str(options.concurrency),
             "--pool",
             "threads",
         ),
     ]
+
+
+def worker_types(env: Mapping[str, str]) -> str:
+    """The built-in types; with ``kubernetes`` only where a cluster is configured.
+
+    As kubectl finds one: ``KUBECONFIG``, or a pod's in-cluster environment. Elsewhere
+    a worker serving ``kubernetes`` would make ``GET /processors`` show the type served
+    while every task of it fails (docs/decisions.md, "The kubernetes task type").
+    """
+    if env.get("KUBECONFIG") or env.get("KUBERNETES_SERVICE_HOST"):
+        return f"{BUILTIN_TYPES},kubernetes"
+    return BUILTIN_TYPES
 
 
 def child_env(

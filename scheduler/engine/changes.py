@@ -62,7 +62,14 @@ class ChangeSet:
                 self.tasks[task_id]["retry_at"] = self.now + effect.delay
 
     def record_result(self, run: RunRecord, task: str, result: TaskResult) -> None:
-        """Keep a result's log lines, storage and lease renewal, state change or not."""
+        """Keep a result's log lines, storage and lease renewal, state change or not.
+
+        A detached report (``TaskResult.detached``) holds the attempt by its timeout
+        instead of a lease, renewed by each such report (see :meth:`_detach`). Detached
+        is for good, for that attempt: an ordinary heartbeat applied later (an earlier
+        message of the worker that accepted it, taken by another engine) renews nothing,
+        else it would tie the attempt to a lease nobody renews and have it requeued.
+        """
         task_id = run.task_run_ids[task]
         for line in result.logs:
             self.logs.append({
@@ -71,8 +78,22 @@ class ChangeSet:
             })
         if result.storage is not None:
             self.storage[run.job.id] = result.storage
-        if result.kind != "finished" and run.snapshot.tasks[task].state == T.ACTIVE:
+        if result.kind == "finished":
+            return
+        if result.detached:
+            run.detached.add(task)
+            self.tasks[task_id].update(self._detach(run, task))
+        elif task not in run.detached and run.snapshot.tasks[task].state == T.ACTIVE:
             self.tasks[task_id]["lease_expires_at"] = self.now + self.lease_ttl
+
+    def _detach(self, run: RunRecord, task: str) -> dict[str, Any]:
+        """Columns of a detached attempt: no lease, a deadline one timeout from now.
+
+        Without a lease a restart of whoever reported it never requeues it; the beat's
+        timeout duty ends it at the deadline (``task_timeout``).
+        """
+        timeout = timedelta(seconds=run.job.tasks[task].timeout_s)
+        return {"detached": True, "lease_expires_at": None, "deadline_at": self.now + timeout}
 
     def _task_change(self, run: RunRecord, change: TaskChange, result: TaskResult | None) -> None:
         task_id = run.task_run_ids[change.task]
@@ -81,6 +102,10 @@ class ChangeSet:
         cols.update(_columns_for(change.new, result, self.now, self.lease_ttl))
         timeout = timedelta(seconds=run.job.tasks[change.task].timeout_s)
         cols.update(_attempt_timers(change.new, cols.get("started_at"), timeout, self))
+        if change.new in (T.READY, T.WAITING):
+            run.detached.discard(change.task)  # a new attempt starts attached
+        elif change.new == T.ACTIVE and change.task in run.detached:
+            cols.update(self._detach(run, change.task))
         self.journal.append({
             "run_id": run.id, "task": change.task, "attempt": change.attempt, "at": self.now,
             "from_state": change.old.value, "to_state": change.new.value,
@@ -144,7 +169,7 @@ def _columns_for(
                 "finished_at": None}
     if new in (T.READY, T.WAITING):
         return {"started_at": None, "finished_at": None, "worker": None, "output": None,
-                "message": "", "lease_expires_at": None, "retry_at": None}
+                "message": "", "lease_expires_at": None, "retry_at": None, "detached": False}
     cols: dict[str, Any] = {"lease_expires_at": None}
     reported = result is not None and result.kind == "finished"
     if new in TASK_TERMINAL or new in (T.CONFIRM, T.SOFT_FAILED):

@@ -69,7 +69,7 @@ class RunControl:
     def task_action(self, run_id: uuid.UUID, task: str, action: TaskAction, actor: str) -> None:
         """Confirm, reject, skip or retry one task, named by its name or task run id."""
         make = _TASK_EVENTS[action]
-        self._apply(run_id, actor, lambda record: [make(_task_name(record, task))])
+        self._apply(run_id, actor, lambda record: [make(task_name(record, task))])
 
     def _apply(
         self, run_id: uuid.UUID, actor: str,
@@ -97,15 +97,25 @@ class RunControl:
         self._after_commit(outbox_ids, changes.stops)
 
     def _after_commit(self, outbox_ids: list[int], stops: list[str]) -> None:
-        """Relay and stop; a failure is logged: the beat resends, the grace timer cancels."""
-        try:
-            self._relay.relay_ids(outbox_ids)
-        except Exception:
-            log.exception("relaying outbox rows failed; the beat will send them")
-        try:
-            self._stopper.stop(stops)
-        except Exception:
-            log.exception("telling %d attempts to stop failed", len(stops))
+        relay_and_stop(self._relay, self._stopper, outbox_ids, stops)
+
+
+def relay_and_stop(
+    relay: OutboxRelay, stopper: Stopper, outbox_ids: list[int], stops: list[str]
+) -> None:
+    """After a commit: relay the outbox rows and tell attempts to stop.
+
+    A failure is logged: the beat resends what is left, the cancel grace timer ends
+    what does not stop.
+    """
+    try:
+        relay.relay_ids(outbox_ids)
+    except Exception:
+        log.exception("relaying outbox rows failed; the beat will send them")
+    try:
+        stopper.stop(stops)
+    except Exception:
+        log.exception("telling %d attempts to stop failed", len(stops))
 
 
 def _require_same_graph(record: RunRecord) -> None:
@@ -131,7 +141,7 @@ def _confirm_all(record: RunRecord) -> list[ev.Event]:
     return [ev.ConfirmTask(name) for name in waiting]
 
 
-def _task_name(record: RunRecord, task: str) -> str:
+def task_name(record: RunRecord, task: str) -> str:
     """The name of the task ``task`` names (a name or a task run id), or NotFound."""
     if task in record.task_run_ids:
         return task

@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Callable
 from datetime import timedelta
 
+from common.messaging.loop_timings import LoopTimings
 from common.messaging.messages import ACTIVATION_QUEUE, RESULTS_QUEUE
 from common.messaging.reliable import BatchReader
 from common.messaging.wire import open_envelope
@@ -85,8 +86,10 @@ class EngineConsumer:
         self, reader: BatchReader, applier: BatchApplier, *, batch_size: int,
         linger: timedelta = timedelta(0),
         on_outcome: Callable[[BatchOutcome], None] | None = None,
+        timings: LoopTimings | None = None,
     ) -> None:
         self._reader = reader
+        self._timings = timings  # for GET /metrics
         self._applier = applier
         self._batch_size = batch_size
         self._linger_s = linger.total_seconds()
@@ -128,6 +131,8 @@ class EngineConsumer:
         return raws
 
     def _idle(self) -> None:
+        if self._timings is not None:
+            self._timings.flush_if_due()
         try:
             self._applier.flush()
         except Exception:
@@ -149,6 +154,8 @@ class EngineConsumer:
         busy_s = time.monotonic() - started
         self.stats.add(len(raws), busy_s)
         self._load.add(started, started + busy_s)
+        if self._timings is not None:
+            self._timings.observe(busy_s)
         if busy_s >= SLOW_BATCH_S:
             log.warning("slow batch: %d messages took %.0f ms", len(raws), 1000 * busy_s)
 

@@ -13,18 +13,26 @@ if TYPE_CHECKING:
 
 
 def dispatch_message(run: RunRecord, effect: Dispatch, storage: dict[str, Any]) -> Outgoing:
-    """The ``stellwerk.execute`` message for ``effect``; its Celery id is the attempt's key."""
+    """The ``stellwerk.execute`` message for ``effect``; its Celery id is the attempt's key.
+
+    A task of a registered worker type goes to its engine's queue (``tasks.webservice``)
+    as that engine's type, with the params and sealed secure params of its binding.
+    """
     job = run.job
     task = job.tasks[effect.task]
+    kind, params, sealed = task.type, task.params, task.sealed_secure_params
+    if task.binding is not None:
+        binding = task.binding
+        kind, params, sealed = binding["engine"], binding["params"], binding["sealed_secure_params"]
     message = TaskDispatch(
         task_run_id=run.task_run_ids[effect.task], run_id=run.id, job_id=job.id,
-        job_name=job.name, tenant=job.tenant, task=task.name, type=task.type,
-        attempt=effect.attempt, params=task.params, sealed_secure_params=task.sealed_secure_params,
+        job_name=job.name, tenant=job.tenant, task=task.name, type=kind,
+        attempt=effect.attempt, params=params, sealed_secure_params=sealed,
         job_params=job.params, sealed_job_secure_params=job.sealed_secure_params, storage=storage,
         timeout_s=task.timeout_s, last_success_start=run.last_success_start,
         last_success_finish=run.last_success_finish,
     )
     return Outgoing(
-        task_queue(task.type), EXECUTE_TASK, message.model_dump(mode="json"),
+        task_queue(kind), EXECUTE_TASK, message.model_dump(mode="json"),
         message.idempotency_key,
     )

@@ -38,6 +38,9 @@ class RunRecord:
     # runs of the job, so it is refreshed from the lock query every time.
     last_success_start: datetime | None = None
     last_success_finish: datetime | None = None
+    # Tasks whose current attempt is detached (``TaskResult.detached``): completed by
+    # someone else, held by their timeout instead of a worker's lease.
+    detached: set[str] = field(default_factory=set)
 
     def __post_init__(self) -> None:
         """Index task runs by id, for results that name the task run."""
@@ -51,7 +54,8 @@ LOCK_RUNS = (
     "WHERE r.id = ANY(%s) ORDER BY r.id FOR UPDATE OF r"
 )
 LOAD_TASK_RUNS = (
-    "SELECT run_id, id, name, state, attempt, base FROM task_runs WHERE run_id = ANY(%s)"
+    "SELECT run_id, id, name, state, attempt, base, detached FROM task_runs "
+    "WHERE run_id = ANY(%s)"
 )
 
 
@@ -105,7 +109,7 @@ def _record(row: Any, job: JobStructure, task_rows: list[Any]) -> RunRecord:
     """A run's record from its lock row, its job's structure and its task run rows."""
     run_id, _, number, state, version, started_at = row[:6]
     views = {name: TaskRunView(TaskState(st), attempt, base)
-             for _, name, st, attempt, base in task_rows}
+             for _, name, st, attempt, base, _ in task_rows}
     snapshot = RunSnapshot(
         state=RunState(state), graph=job.graph, info=job.infos,
         tasks={name: views[name] for name in job.tasks if name in views},
@@ -114,4 +118,5 @@ def _record(row: Any, job: JobStructure, task_rows: list[Any]) -> RunRecord:
     return RunRecord(
         id=run_id, job=job, number=number, version=version, started_at=started_at,
         snapshot=snapshot, task_run_ids={name: id_ for id_, name, *_ in task_rows},
+        detached={row[1] for row in task_rows if row[5]},
     )

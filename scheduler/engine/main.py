@@ -6,6 +6,7 @@ import redis
 
 from common.config import Settings
 from common.messaging.celery_app import make_celery
+from common.messaging.loop_timings import LoopTimings
 from common.messaging.messages import utcnow
 from common.messaging.publisher import Publisher
 from common.messaging.reliable import BatchReader, default_owner
@@ -43,6 +44,7 @@ def build_consumer(settings: Settings) -> EngineConsumer:
         batch_size=settings.engine_batch_size,
         linger=settings.engine_batch_wait,
         on_outcome=after_batch,
+        timings=LoopTimings(client, "engine_batch"),
     )
 
 

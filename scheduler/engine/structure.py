@@ -29,6 +29,9 @@ class TaskDef:
     sealed_secure_params: str | None
     timeout_s: float
     info: TaskInfo
+    # A task of a registered worker type: where and how its attempts are dispatched
+    # (``scheduler.services.task_binding``); None for every other task.
+    binding: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,7 @@ def load_structures(conn: PgConnection[Any], job_ids: list[uuid.UUID]) -> list[J
 LOAD_JOBS = ("SELECT id, version, name, type, application, tenant, params, secure_params, "
              "spec FROM jobs WHERE id = ANY(%s)")
 LOAD_TASKS = ("SELECT job_id, id, name, type, params, secure_params, timeout_s, retries, "
-              "retry_backoff_s, confirm FROM tasks WHERE job_id = ANY(%s) "
+              "retry_backoff_s, confirm, binding FROM tasks WHERE job_id = ANY(%s) "
               "ORDER BY job_id, position")
 LOAD_EDGES = "SELECT job_id, from_task, to_task FROM task_edges WHERE job_id = ANY(%s)"
 
@@ -139,9 +142,9 @@ def _seconds(value: float | None) -> timedelta | None:
 
 def _task_def(row: Any) -> TaskDef:
     """A task row of :data:`LOAD_TASKS` (without its job id)."""
-    task_id, name, task_type, params, secure, timeout_s, retries, retry_backoff_s, confirm = row
+    task_id, name, task_type, params, secure, timeout_s, retries, retry_backoff_s, confirm = row[:9]
     info = TaskInfo(
         type=task_type, retries=retries, retry_backoff=timedelta(seconds=retry_backoff_s),
         confirm=confirm,
     )
-    return TaskDef(task_id, name, task_type, params, secure, timeout_s, info)
+    return TaskDef(task_id, name, task_type, params, secure, timeout_s, info, binding=row[9])

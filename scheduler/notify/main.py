@@ -1,66 +1,80 @@
-"""``stellwerk notify``: the notify runner.
+"""``stellwerk notify``: the notify runner (SPEC §5).
 
-For now it fans every event out to the Redis pub/sub channel that the live event
-stream reads; webhook and Celery-task subscriptions come with issue 5. Events are
-acknowledged only after they have been published.
+Two loops share one stop signal: the intake (``intake``) turns ``stellwerk.notify``
+messages into deliveries and live-stream entries, the delivery loop
+(``delivery_loop``) sends the deliveries: signed webhook POSTs with retries and a
+dead-letter state, or Celery task messages. Several runners may run side by side.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import threading
-from typing import Any
 
+import httpx
 import redis
-from kombu import Connection, Consumer, Exchange, Queue
-from kombu.message import Message
-from pydantic import ValidationError
 
 from common.config import Settings
-from common.messaging.messages import NOTIFY_QUEUE, NotifyBatch
-from scheduler.service import run_until_signalled
-
-log = logging.getLogger("stellwerk.notify")
-EVENTS_CHANNEL = "stellwerk:events"
+from common.messaging.messages import NOTIFY_QUEUE, utcnow
+from common.messaging.publisher import Publisher
+from common.messaging.reliable import BatchReader, default_owner
+from common.persistence.db import make_engine, make_sessions
+from common.secure_params import SecretBox
+from scheduler.notify.backoff import RetryPolicy
+from scheduler.notify.deliveries import DeliveryStore
+from scheduler.notify.delivery_loop import DeliveryLoop
+from scheduler.notify.intake import Intake
+from scheduler.notify.senders import CeleryTaskSender, Sender, WebhookSender
+from scheduler.producers.main import build_request_consumer
+from scheduler.service import Together, run_until_signalled
 
 
 class NotifyRunner:
-    """Consumes ``stellwerk.notify`` and publishes each event on the events channel."""
+    """The intake on the calling thread, the delivery loop on a thread of its own."""
 
-    def __init__(self, redis_url: str) -> None:
-        self._url = redis_url
-        self._redis = redis.Redis.from_url(redis_url)
-        self.stopping = threading.Event()
+    def __init__(self, intake: Intake, deliveries: DeliveryLoop, stopping: threading.Event) -> None:
+        """Both loops must watch ``stopping``."""
+        self.intake = intake
+        self.deliveries = deliveries
+        self.stopping = stopping
 
     def run(self) -> None:
-        """Consume until :attr:`stopping` is set."""
-        queue = Queue(NOTIFY_QUEUE, Exchange(NOTIFY_QUEUE, type="direct"), routing_key=NOTIFY_QUEUE)
-        with Connection(self._url) as conn, Consumer(
-            conn.default_channel, queues=[queue], callbacks=[self._on_message], accept=["json"]
-        ) as consumer:
-            consumer.qos(prefetch_count=100)
-            while not self.stopping.is_set():
-                try:
-                    conn.drain_events(timeout=1.0)
-                except TimeoutError:
-                    continue
-
-    def _on_message(self, body: Any, message: Message) -> None:
+        """Run both loops until :attr:`stopping` is set; in-flight deliveries finish."""
+        thread = threading.Thread(target=self.deliveries.run, name="deliveries")
+        thread.start()
         try:
-            batch = NotifyBatch.model_validate(body[0][0])
-        except (IndexError, KeyError, TypeError, ValidationError) as error:
-            log.warning("dropping a malformed notify message: %s", error)
-            message.ack()
-            return
-        with self._redis.pipeline(transaction=False) as pipe:
-            for event in batch.events:
-                pipe.publish(EVENTS_CHANNEL, json.dumps(event.model_dump(mode="json")))
-            pipe.execute()
-        message.ack()
+            self.intake.run()
+        finally:
+            self.stopping.set()
+            self.deliveries.wake.set()
+            thread.join()
+
+
+def build_runner(settings: Settings, http: httpx.Client) -> NotifyRunner:
+    """A runner on the configured servers; ``http`` sends the webhooks."""
+    database_url, redis_url = settings.require_urls()
+    sessions = make_sessions(make_engine(database_url, pool_size=settings.notify_concurrency))
+    client = redis.Redis.from_url(redis_url)
+    stopping = threading.Event()
+    senders: dict[str, Sender] = {
+        "webhook": WebhookSender(http, SecretBox(settings.secret_key), utcnow),
+        "celery_task": CeleryTaskSender(Publisher(client)),
+    }
+    policy = RetryPolicy(settings.webhook_max_attempts, settings.webhook_retry_base,
+                         settings.webhook_retry_max)
+    deliveries = DeliveryLoop(
+        DeliveryStore(sessions), senders, policy, concurrency=settings.notify_concurrency,
+        send_timeout=settings.webhook_timeout, clock=utcnow, stopping=stopping,
+    )
+    reader = BatchReader(client, [NOTIFY_QUEUE], f"notify-{default_owner()}")
+    intake = Intake(reader, sessions, client, clock=utcnow, stopping=stopping,
+                    on_deliveries=deliveries.wake.set)
+    return NotifyRunner(intake, deliveries, stopping)
 
 
 def run_notify(settings: Settings) -> None:
     """Run the notify runner until SIGTERM or SIGINT."""
-    _, redis_url = settings.require_urls()
-    run_until_signalled("notify", NotifyRunner(redis_url))
+    timeout = settings.webhook_timeout.total_seconds()
+    with httpx.Client(timeout=timeout, follow_redirects=False) as http:
+        # Beside the runner: the consumer of producers' requests (``stellwerk.jobs``).
+        loops = Together([build_runner(settings, http), build_request_consumer(settings)])
+        run_until_signalled("notify", loops)

@@ -101,3 +101,19 @@ def listed_tenant(principal: Principal, requested: str | None) -> str | None:
 
 def _listed(scopes: Iterable[str]) -> str:
     return ", ".join(repr(scope) for scope in sorted(scopes)) or "none"
+
+
+def tenant_of_new_subscription(principal: Principal, tenant: str | None) -> str | None:
+    """The tenant a new subscription selects (None: every tenant), like a new job's.
+
+    A bound token's subscription always selects its own tenant's events; naming another
+    is :class:`Forbidden`.
+    """
+    if principal.tenant is None:
+        return tenant
+    if tenant not in (None, principal.tenant):
+        raise Forbidden(
+            f"the token is bound to tenant {principal.tenant!r}: cannot subscribe to "
+            f"tenant {tenant!r}"
+        )
+    return principal.tenant

@@ -17,10 +17,13 @@ from sqlalchemy.orm import Session
 
 from common.domain.cron import CronError, CronSchedule
 from common.domain.states import RUN_UNFINISHED, RunState
+from common.messaging.messages import utcnow
 from common.persistence.models import Job, Run
 from scheduler.services.errors import Conflict, InvalidInput, NotFound
+from scheduler.services.job_events import announce, job_event
 from scheduler.services.job_queries import job_state
 from scheduler.services.runs import create_run
+from scheduler.services.subscriptions import delete_job_subscriptions
 
 
 @dataclass(frozen=True)
@@ -98,9 +101,14 @@ def unfinished_run(session: Session, job_id: UUID) -> tuple[UUID, str] | None:
 
 
 def delete_job(
-    session: Session, job_id: UUID, *, force: bool, cancel_run: Callable[[UUID], None]
-) -> None:
+    session: Session, job_id: UUID, *, force: bool, cancel_run: Callable[[UUID], None],
+    now: datetime | None = None, request_id: str | None = None,
+) -> list[int]:
     """Delete the job with its runs, task runs, journal, logs and storage (FK cascades).
+
+    Its subscriptions are deleted in the same transaction, each announced by a
+    ``subscription.deleted`` event after the job's ``job.deleted`` (both with
+    ``request_id``, for a queued request); the outbox ids of those are returned, to relay.
 
     An unfinished run is a :class:`Conflict` unless ``force``: then each is canceled
     first by ``cancel_run`` (the engine's path, in its own transaction, which also
@@ -111,7 +119,7 @@ def delete_job(
         for run_id in _runs_to_cancel(session, job_id):
             with contextlib.suppress(Conflict, NotFound):
                 cancel_run(run_id)
-    lock_job(session, job_id)
+    job = lock_job(session, job_id)
     unfinished = None if force else unfinished_run(session, job_id)
     if unfinished is not None:
         run_id, state = unfinished
@@ -119,7 +127,12 @@ def delete_job(
             f"job {job_id} has an unfinished run {run_id} ({state}): cancel it, or delete "
             "with ?force=true to cancel its unfinished runs"
         )
+    now = now or utcnow()
+    outbox_ids = announce(session, job_event("job.deleted", job, now, request_id=request_id))
+    extra = None if request_id is None else {"request_id": request_id}
+    outbox_ids += delete_job_subscriptions(session, job_id, now=now, event_extra=extra)
     session.execute(delete(Job).where(Job.id == job_id))
+    return outbox_ids
 
 
 def _runs_to_cancel(session: Session, job_id: UUID) -> list[UUID]:

@@ -58,13 +58,14 @@ class JobDetail:
 
 @dataclass(frozen=True)
 class JobFilter:
-    """Equality filters of ``GET /jobs``; ``labels`` must all match."""
+    """Filters of ``GET /jobs``; ``labels`` must all match, ``name`` is a substring."""
 
     type: str | None = None
     application: str | None = None
     tenant: str | None = None
     labels: dict[str, str] = field(default_factory=dict)
     states: tuple[str, ...] = ()  # any of these displayed states
+    name: str | None = None  # a part of the name, any case (the web UI's search box)
 
 
 def get_job(session: Session, job_id: UUID) -> JobDetail:
@@ -128,7 +129,14 @@ def _filtered(query: SummaryQuery, filters: JobFilter) -> SummaryQuery:
         query = query.where(Job.labels.contains(filters.labels))
     if filters.states:
         query = query.where(_displayed_state().in_(filters.states))
+    if filters.name:
+        query = query.where(Job.name.ilike(f"%{like_escaped(filters.name)}%", escape="\\"))
     return query
+
+
+def like_escaped(text: str) -> str:
+    """``text`` matched literally by LIKE: ``%``, ``_`` and the escape itself escaped."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def _displayed_state() -> ColumnElement[str]:

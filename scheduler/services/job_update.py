@@ -25,8 +25,9 @@ from common.secure_params import SecretBox, SecretKeyError
 from scheduler.services.errors import Conflict
 from scheduler.services.job_lifecycle import lock_job, next_fire_at, unfinished_run
 from scheduler.services.job_queries import TaskView, get_job
-from scheduler.services.jobs import SPEC_COLUMN_EXCLUDE, secret_text, task_row
+from scheduler.services.jobs import secret_text, spec_column, task_row, webservice_headers
 from scheduler.services.schedules import check_schedule
+from scheduler.services.task_binding import bind_tasks, bound_defaults
 
 
 def update_job(
@@ -67,15 +68,26 @@ def stored_spec(job: Job, tasks: list[TaskView], secrets: SecretBox) -> JobSpec:
         "owner": job.owner, "labels": job.labels, "priority": job.priority,
         "params": job.params, "secure_params": _opened(job.secure_params, secrets),
         "schedule": job.schedule, "draft": job.draft, "enabled": job.enabled,
+        "webservice": _webservice(job, secrets),
         "tasks": [_task_spec(view, defaults, job.priority, secrets) for view in tasks],
     }
     return JobSpec.model_validate(fields)
+
+
+def _webservice(job: Job, secrets: SecretBox) -> dict[str, Any] | None:
+    """The job's ``webservice`` settings with their header values opened."""
+    stored = job.spec.get("webservice")
+    if stored is None:
+        return None
+    return {"url": stored.get("url"), "headers": _opened(job.sealed_webservice_headers, secrets)
+            or {}}
 
 
 def _task_spec(
     view: TaskView, defaults: TaskDefaults, priority: int, secrets: SecretBox
 ) -> TaskSpec:
     task = view.task
+    defaults = bound_defaults(task.binding, defaults)
     timeout = timedelta(seconds=task.timeout_s)
     backoff = timedelta(seconds=task.retry_backoff_s)
     return TaskSpec(
@@ -130,7 +142,8 @@ def _write_job(job: Job, spec: JobSpec, now: datetime, secrets: SecretBox) -> No
     )
     job.labels, job.priority, job.params = spec.labels, spec.priority, spec.params
     job.secure_params = secret_text(spec.secure_params, secrets, ("body", "secure_params"))
-    job.spec = spec.model_dump(mode="json", exclude=set(SPEC_COLUMN_EXCLUDE))
+    job.sealed_webservice_headers = webservice_headers(spec, secrets)
+    job.spec = spec_column(spec)
     job.schedule = spec.schedule.model_dump(mode="json")
     job.enabled = spec.enabled
     job.version += 1
@@ -150,7 +163,9 @@ def _replace_tasks(
     gone = [task_id for name, task_id in existing.items() if name not in ids]
     if gone:
         session.execute(delete(Task).where(Task.id.in_(gone)))
-    rows = [task_row(task, ids[task.name], job.id, position, spec, secrets=secrets)
+    bound = bind_tasks(session, spec, secrets)
+    rows = [task_row(task, ids[task.name], job.id, position, spec, secrets=secrets,
+                     bound=bound.get(task.name))
             for position, task in enumerate(spec.tasks)]
     upsert = pg_insert(Task)
     columns = {name: upsert.excluded[name] for name in rows[0] if name not in {"id", "job_id"}}

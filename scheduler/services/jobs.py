@@ -11,14 +11,19 @@ from sqlalchemy import insert
 from sqlalchemy.orm import Session
 
 from common.domain.spec import JobSpec, TaskSpec
+from common.domain.states import RunState
 from common.persistence.models import Job, JobStorage, Task, TaskEdge
 from common.secure_params import NoSecretKey, SecretBox
 from scheduler.services.errors import InvalidInput
-from scheduler.services.job_lifecycle import go_live
+from scheduler.services.job_events import announce, job_event
+from scheduler.services.job_lifecycle import LiveJob, go_live
+from scheduler.services.job_queries import job_state
 from scheduler.services.schedules import check_schedule
+from scheduler.services.task_binding import BoundTask, bind_tasks
 
-# Kept out of ``jobs.spec``: tasks and storage have tables, secrets must not be readable.
-SPEC_COLUMN_EXCLUDE = frozenset({"tasks", "secure_params", "storage"})
+# Kept out of ``jobs.spec``: tasks and storage have tables, secrets must not be readable
+# (``webservice`` is kept without its header values, see ``spec_column``).
+SPEC_COLUMN_EXCLUDE = frozenset({"tasks", "secure_params", "storage", "webservice"})
 
 
 @dataclass(frozen=True)
@@ -31,13 +36,16 @@ class CreatedJob:
 
 
 def create_job(
-    session: Session, spec: JobSpec, now: datetime, secrets: SecretBox | None = None
+    session: Session, spec: JobSpec, now: datetime, secrets: SecretBox | None = None,
+    *, request_id: str | None = None,
 ) -> CreatedJob:
     """Insert the job, its tasks, edges and storage; schedule it unless it is a draft.
 
     Drafts get nothing scheduled until committed; then :func:`go_live` does what it
     does here (a one-off job's run, a cron job's ``next_fire_at``). Secure params are
     stored sealed with ``secrets``; without it a job that has any is refused (422).
+    The ``job.created`` event (with ``request_id``, for a queued request) is written
+    last, so that it can name a one-off job's run.
     """
     check_schedule(spec.schedule)
     secrets = secrets or SecretBox(None)
@@ -46,10 +54,12 @@ def create_job(
     session.add(JobStorage(job_id=job.id, data=spec.storage, updated_at=now))
     session.flush()
     _insert_tasks(session, job.id, spec, secrets)
-    if spec.draft:
-        return CreatedJob(job.id, None, [])
-    live = go_live(session, job, now)
-    return CreatedJob(job.id, live.run_id, live.outbox_ids)
+    live = LiveJob(None, []) if spec.draft else go_live(session, job, now)
+    state = job_state(job, RunState.READY if live.run_id else None)
+    event = job_event(
+        "job.created", job, now, state=state, run_id=live.run_id, request_id=request_id
+    )
+    return CreatedJob(job.id, live.run_id, [*live.outbox_ids, *announce(session, event)])
 
 
 def _job_row(spec: JobSpec, now: datetime, secrets: SecretBox) -> Job:
@@ -58,16 +68,34 @@ def _job_row(spec: JobSpec, now: datetime, secrets: SecretBox) -> Job:
         application=spec.application, type=spec.type, tenant=spec.tenant, owner=spec.owner,
         labels=spec.labels, priority=spec.priority, params=spec.params,
         secure_params=secret_text(spec.secure_params, secrets, ("body", "secure_params")),
-        spec=spec.model_dump(mode="json", exclude=set(SPEC_COLUMN_EXCLUDE)),
+        sealed_webservice_headers=webservice_headers(spec, secrets),
+        spec=spec_column(spec),
         schedule=spec.schedule.model_dump(mode="json"), draft=spec.draft,
         enabled=spec.enabled, version=1, created_at=now, updated_at=now,
     )
 
 
+def spec_column(spec: JobSpec) -> dict[str, Any]:
+    """What ``jobs.spec`` keeps: the settings as given, ``webservice`` headers by name only."""
+    column = spec.model_dump(mode="json", exclude=set(SPEC_COLUMN_EXCLUDE))
+    if spec.webservice is not None:
+        column["webservice"] = {"url": spec.webservice.url,
+                                "headers": sorted(spec.webservice.headers)}
+    return column
+
+
+def webservice_headers(spec: JobSpec, secrets: SecretBox) -> str | None:
+    """The job's ``webservice`` header values, sealed like secure params."""
+    headers = spec.webservice.headers if spec.webservice is not None else None
+    return secret_text(headers, secrets, ("body", "webservice", "headers"))
+
+
 def _insert_tasks(session: Session, job_id: UUID, spec: JobSpec, secrets: SecretBox) -> None:
     ids = {task.name: uuid4() for task in spec.tasks}
+    bound = bind_tasks(session, spec, secrets)
     rows = [
-        task_row(task, ids[task.name], job_id, position, spec, secrets=secrets)
+        task_row(task, ids[task.name], job_id, position, spec, secrets=secrets,
+                 bound=bound.get(task.name))
         for position, task in enumerate(spec.tasks)
     ]
     session.execute(insert(Task), rows)
@@ -82,10 +110,14 @@ def _insert_tasks(session: Session, job_id: UUID, spec: JobSpec, secrets: Secret
 
 def task_row(
     task: TaskSpec, task_id: UUID, job_id: UUID, position: int, spec: JobSpec,
-    *, secrets: SecretBox,
+    *, secrets: SecretBox, bound: BoundTask | None = None,
 ) -> dict[str, Any]:
-    """The task's own settings, else the job's task defaults (and the job's priority)."""
-    defaults = spec.task_defaults
+    """The task's own settings, else the job's task defaults (and the job's priority).
+
+    A task of a registered worker type (``bound``) falls back to its type's template
+    first, and keeps its dispatch in ``binding``.
+    """
+    defaults = spec.task_defaults if bound is None else bound.defaults
     where = ("body", "tasks", position, "secure_params")
     return {
         "id": task_id, "job_id": job_id, "position": position, "name": task.name,
@@ -96,6 +128,7 @@ def task_row(
         "retry_backoff_s": _seconds(task.retry_backoff, defaults.retry_backoff),
         "confirm": task.confirm,
         "priority": spec.priority if task.priority is None else task.priority,
+        "binding": None if bound is None else bound.column,
     }
 
 

@@ -13,7 +13,7 @@ from sqlalchemy import func, select, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
-from common.persistence.models import Run, TaskRun
+from common.persistence.models import Delivery, Run, Subscription, TaskRun
 
 _STATEMENT_TIMEOUT_MS = 5000
 
@@ -42,3 +42,31 @@ def state_counts(session: Session) -> StateCounts | None:
         runs={state: int(n) for state, n in runs},
         tasks={(type_, state): int(n) for type_, state, n in tasks},
     )
+
+
+@dataclass(frozen=True)
+class DeliveryCount:
+    """Deliveries in one (target, state), and the tries made for them."""
+
+    deliveries: int
+    attempts: int
+
+
+def delivery_counts(session: Session) -> dict[tuple[str, str], DeliveryCount] | None:
+    """Notify deliveries by (target kind, state), or None on the statement timeout.
+
+    Finished deliveries are kept for a week (``scheduler.notify.delivery_loop``), so
+    these are the counts over that window.
+    """
+    try:
+        session.execute(text(f"SET LOCAL statement_timeout = {_STATEMENT_TIMEOUT_MS}"))
+        rows = session.execute(
+            select(Subscription.target, Delivery.state, func.count(),
+                   func.coalesce(func.sum(Delivery.attempts), 0))
+            .join(Subscription, Subscription.id == Delivery.subscription_id)
+            .group_by(Subscription.target, Delivery.state)
+        ).all()
+    except OperationalError:
+        session.rollback()
+        return None
+    return {(target, state): DeliveryCount(int(n), int(tries)) for target, state, n, tries in rows}

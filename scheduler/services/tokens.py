@@ -12,14 +12,16 @@ import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 from uuid import UUID, uuid4
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, tuple_
 from sqlalchemy.orm import Session
 
 from common.persistence.models import ApiToken
 from scheduler.services.access import Principal, require_within
-from scheduler.services.errors import NotFound
+from scheduler.services.errors import InvalidInput, NotFound
+from scheduler.services.pages import Page, decode_cursor, encode_cursor
 
 TOKEN_PREFIX = "stw_"  # tells a leaked Stellwerk token apart in logs and secret scanners
 
@@ -55,12 +57,30 @@ def issue_token(
     return token, value
 
 
-def list_tokens(session: Session, tenant: str | None) -> list[ApiToken]:
-    """The tokens a caller of ``tenant`` may see (None: all), newest first."""
-    query = select(ApiToken).order_by(ApiToken.created_at.desc(), ApiToken.id)
+def list_tokens(
+    session: Session, tenant: str | None, limit: int, cursor: str | None = None
+) -> Page[ApiToken]:
+    """The tokens a caller of ``tenant`` may see (None: all), newest first, by pages."""
+    query = select(ApiToken)
     if tenant is not None:
         query = query.where(ApiToken.tenant == tenant)
-    return list(session.scalars(query))
+    if cursor is not None:
+        created_at, token_id = _token_key(decode_cursor(cursor, 2))
+        query = query.where(
+            tuple_(ApiToken.created_at, ApiToken.id) < tuple_(created_at, token_id)
+        )
+    query = query.order_by(ApiToken.created_at.desc(), ApiToken.id.desc()).limit(limit + 1)
+    rows = list(session.scalars(query))
+    last = rows[limit - 1] if len(rows) > limit else None
+    next_cursor = encode_cursor([last.created_at.isoformat(), str(last.id)]) if last else None
+    return Page(rows[:limit], next_cursor)
+
+
+def _token_key(key: list[Any]) -> tuple[datetime, UUID]:
+    try:
+        return datetime.fromisoformat(key[0]), UUID(key[1])
+    except (TypeError, ValueError) as error:
+        raise InvalidInput(("query", "cursor"), "not a cursor returned by this API") from error
 
 
 def delete_token(session: Session, token_id: UUID, tenant: str | None) -> None:

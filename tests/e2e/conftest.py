@@ -94,18 +94,26 @@ def system(
     settings: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[System]:
     logs = tmp_path_factory.mktemp("e2e-logs")
+    port = free_port()
     env = {
         **os.environ,
         "STELLWERK_DATABASE_URL": settings.database_url,
         "STELLWERK_REDIS_URL": settings.redis_url,
         "STELLWERK_ADMIN_TOKEN": ADMIN_TOKEN,
         "STELLWERK_SECRET_KEY": SECRET_KEY,
+        # Where processes point others at the API (the connector's callback URLs).
+        "STELLWERK_API_URL": f"http://127.0.0.1:{port}",
         "STELLWERK_DATA_DIR": str(logs / "data"),
         "STELLWERK_LEASE_TTL_S": "5",
         "STELLWERK_HEARTBEAT_INTERVAL_S": "1",
+        # Webhook retries after 0.2 s, 0.4 s, ...; a POST may take 3 s (lease: 8 s).
+        "STELLWERK_WEBHOOK_RETRY_BASE_S": "0.2",
+        "STELLWERK_WEBHOOK_RETRY_MAX_S": "1",
+        "STELLWERK_WEBHOOK_MAX_ATTEMPTS": "4",
+        "STELLWERK_WEBHOOK_TIMEOUT_S": "3",
         "PYTHONUNBUFFERED": "1",
     }
-    sys_ = System(env, logs, free_port())
+    sys_ = System(env, logs, port)
     sys_.start("api", "api", "--port", str(sys_.port))
     sys_.start("engine", "engine")
     sys_.start("beat", "beat")

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from .conftest import journal, submit, tasks_by_name, wait_run
 
@@ -161,3 +163,20 @@ def test_a_one_off_at_run_starts_on_time(api: httpx.Client) -> None:
     started = ts(tasks_by_name(run)["only"]["started_at"])
     lateness = (started - at).total_seconds()
     assert 0 <= lateness < 1.0, f"started {lateness:.3f} s after its time"
+
+
+def test_metrics_show_the_engine_and_beat_loop_timings(api: httpx.Client) -> None:
+    """The engine and beat processes write their loop histograms for ``GET /metrics``."""
+    job = submit(api, {"name": "metrics-probe", "tasks": [{"name": "t", "type": "noop"}]})
+    assert wait_run(api, job["run_id"])["state"] == "COMPLETED"
+    deadline = time.monotonic() + 20  # each process writes every 5 s
+    loops: set[str] = set()
+    while time.monotonic() < deadline and loops != {"engine_batch", "beat_step"}:
+        text = api.get("/metrics").text
+        loops = {
+            s.labels["loop"] for family in text_string_to_metric_families(text)
+            if family.name == "stellwerk_loop_seconds"
+            for s in family.samples if s.name.endswith("_count") and s.value > 0
+        }
+        time.sleep(0.5)
+    assert loops == {"engine_batch", "beat_step"}

@@ -30,6 +30,8 @@ TOKEN = "fuzz-admin-token"
 CHECKS = [checks.not_a_server_error, checks.status_code_conformance,
           checks.content_type_conformance, checks.response_schema_conformance]
 MAX_EXAMPLES = 25
+# Server-Sent Events never end by themselves: a generated call would wait forever.
+STREAMS = {"/api/v1/events"}
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +83,8 @@ def test_no_5xx_and_every_answer_as_documented(
     labels = []
     for result in api_schema.get_all_operations():
         operation = result.ok()
+        if operation.path in STREAMS:
+            continue
         labels.append(operation.label)
 
         @given(case=operation.as_strategy())

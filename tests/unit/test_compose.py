@@ -10,9 +10,12 @@ from typing import Any
 
 import pytest
 import yaml
+from typer.testing import CliRunner
+
+from scheduler.cli.main import build_app
 
 ROOT = Path(__file__).resolve().parents[2]
-COMPONENTS = {"migrate", "api", "beat", "engine", "worker", "notify"}
+COMPONENTS = {"migrate", "api", "beat", "engine", "worker", "connector", "notify"}
 
 
 def compose() -> dict[str, Any]:
@@ -27,8 +30,10 @@ def test_every_component_is_a_service_of_the_one_image() -> None:
         assert services[name]["command"][0] == name, name
         assert "STELLWERK_DATABASE_URL" in services[name]["environment"], name
     assert services["beat"]["deploy"]["replicas"] == 2
-    for name in ("postgres", "redis", "api"):
+    for name in ("postgres", "redis", "api", "engine", "beat", "worker", "notify"):
         assert "healthcheck" in services[name], name
+    for name in ("engine", "beat", "worker", "connector", "notify"):
+        assert services[name]["healthcheck"]["test"] == ["CMD", "stellwerk", "healthcheck", name]
 
 
 def compose_command() -> list[str] | None:
@@ -49,3 +54,21 @@ def test_compose_validates_the_file() -> None:
     result = subprocess.run([*command, "-f", str(ROOT / "compose.yaml"), "config", "-q"],
                             capture_output=True, text=True, env=env, check=False)
     assert result.returncode == 0, result.stderr
+
+
+def test_the_images_entry_point_runs_each_services_command() -> None:
+    """The image runs ``stellwerk <command>``: every service's command and its health
+    check must parse as that program's arguments (``--help`` stops before running)."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert 'ENTRYPOINT ["stellwerk"]' in dockerfile
+    services = compose()["services"]
+    for name, service in services.items():
+        if service.get("image") != "stellwerk:latest":
+            continue
+        checks = [list(service["command"])]
+        test = service.get("healthcheck", {}).get("test", [])
+        if test[:2] == ["CMD", "stellwerk"]:
+            checks.append(test[2:])
+        for argv in checks:
+            result = CliRunner().invoke(build_app(), [*argv, "--help"])
+            assert result.exit_code == 0, f"{name}: stellwerk {' '.join(argv)}: {result.output}"

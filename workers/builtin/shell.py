@@ -11,7 +11,6 @@ process group, so a cancel or timeout stops whatever it started as well.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -20,13 +19,13 @@ from typing import IO
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from workers.builtin.outputline import record_output_line
 from workers.builtin.shellenv import shell_environment
 from workers.context import TaskContext
 from workers.outcomes import Completed, Failed
 from workers.registry import processor
 from workers.tasklog import LogStream
 
-SAVE_STORAGE_PREFIX = "[saveJobStorage]"
 TERM_GRACE_S = 5.0
 # How often a running process's task is checked for a cancel request.
 CANCEL_POLL_S = 0.1
@@ -92,25 +91,11 @@ def _read_lines(ctx: TaskContext, pipe: IO[bytes] | None, stream: LogStream) -> 
         with pipe:
             for raw in iter(lambda: pipe.readline(MAX_READ_BYTES), b""):
                 line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-                if stream == "stdout" and line.startswith(SAVE_STORAGE_PREFIX):
-                    _save_storage(ctx, line[len(SAVE_STORAGE_PREFIX) :])
-                ctx.log(line, stream)
+                record_output_line(ctx, line, stream)
 
     thread = threading.Thread(target=read, name=f"{stream} {ctx.idempotency_key}", daemon=True)
     thread.start()
     return thread
-
-
-def _save_storage(ctx: TaskContext, text: str) -> None:
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        ctx.log(f"[stellwerk] {SAVE_STORAGE_PREFIX} ignored, not JSON: {exc}")
-        return
-    if not isinstance(value, dict):
-        ctx.log(f"[stellwerk] {SAVE_STORAGE_PREFIX} ignored, not a JSON object")
-        return
-    ctx.save_storage(value)
 
 
 def _wait(ctx: TaskContext, proc: subprocess.Popen[bytes]) -> int:

@@ -7,7 +7,22 @@ from fastapi import APIRouter, Depends
 from scheduler.api.deps import get_principal
 from scheduler.api.errors import PROBLEM_JSON
 from scheduler.api.payload import refuse_unstorable
-from scheduler.api.routes import health, jobs, metrics, processors, runs, schedules, tokens
+from scheduler.api.routes import (
+    callbacks,
+    events,
+    health,
+    job_specs,
+    jobs,
+    metrics,
+    postback,
+    processors,
+    runs,
+    schedules,
+    subscriptions,
+    tokens,
+    whoami,
+    worker_types,
+)
 from scheduler.api.schemas import Problem
 
 _PROBLEMS: dict[int | str, dict[str, object]] = {
@@ -28,14 +43,22 @@ _PROBLEMS: dict[int | str, dict[str, object]] = {
 
 
 def api_router() -> APIRouter:
-    """Every route of ``/api/v1``; all but the health check need a bearer token."""
+    """Every route of ``/api/v1``; all but the health check need a bearer token.
+
+    Web-service callbacks carry their own credential in the URL (``callbacks``).
+    """
     router = APIRouter()
     router.include_router(health.router)
+    router.include_router(callbacks.router)
     # Authenticated first, then input PostgreSQL cannot store is refused (422).
     protected = APIRouter(
         dependencies=[Depends(get_principal), Depends(refuse_unstorable)], responses=_PROBLEMS,
     )
-    for module in (jobs, runs, processors, schedules, tokens, metrics):
+    for module in (jobs, runs, processors, schedules, tokens, metrics, subscriptions, events):
+        protected.include_router(module.router)
+    for module in (postback, worker_types):
+        protected.include_router(module.router)
+    for module in (whoami, job_specs):  # the web UI's helpers
         protected.include_router(module.router)
     router.include_router(protected)
     return router

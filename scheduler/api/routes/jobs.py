@@ -53,6 +53,9 @@ def job_filter(
     label: Annotated[list[str] | None, Query(description="`key=value`, repeatable.")] = None,
     state: Annotated[list[JobStateName] | None, Query(description="Repeatable: any of.")] = None,
     *, principal: PrincipalDep,
+    name: Annotated[str | None, Query(
+        max_length=200, description="A part of the job's name, in any case.",
+    )] = None,
 ) -> JobFilter:
     """The filters of ``GET /jobs``; every given one must match (and a bound token's tenant)."""
     labels: dict[str, str] = {}
@@ -63,6 +66,7 @@ def job_filter(
         labels[key] = value
     return JobFilter(
         job_type, application, listed_tenant(principal, tenant), labels, tuple(state or ()),
+        name=name,
     )
 
 
@@ -172,14 +176,16 @@ def update(
     dependencies=[Depends(scope("job"))],
 )
 def delete(
-    job_id: UUID, session: SessionDep, resources: ResourcesDep, principal: PrincipalDep,
+    job_id: UUID, session: SessionDep, resources: ResourcesDep, principal: PrincipalDep, *,
+    now: NowDep,
     force: Annotated[bool, Query(description="Cancel the job's unfinished runs first.")] = False,
 ) -> Response:
-    """Delete the job with its runs, task runs, journal, logs and storage."""
+    """Delete the job with its runs, task runs, journal, logs, storage and subscriptions."""
     visible_job(session, job_id, principal.tenant)
-    delete_job(
-        session, job_id, force=force,
+    outbox_ids = delete_job(
+        session, job_id, force=force, now=now,
         cancel_run=lambda run_id: resources.control.run_action(run_id, "cancel", principal.name),
     )
     session.commit()
+    resources.relay_now(outbox_ids)
     return Response(status_code=204)

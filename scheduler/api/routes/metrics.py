@@ -1,7 +1,8 @@
 """``GET /metrics``: Prometheus text format, computed at scrape time.
 
 Runs and tasks by state (PostgreSQL), queue depths (``LLEN`` of Stellwerk's queues and
-of the task queues of every type that is served or has READY tasks) and live workers.
+of the task queues of every type that is served or has READY tasks), live workers, and
+the engine's and beat's loop timings (``common.messaging.loop_timings``).
 A registry is built per scrape, so nothing lives at import time and no process-wide
 state is shared between apps.
 """
@@ -14,10 +15,11 @@ from typing import Any
 from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from common.domain.states import RunState, TaskState
 from common.messaging.liveness import live_workers
+from common.messaging.loop_timings import TimingSnapshot, read_timings
 from common.messaging.messages import (
     ACTIVATION_QUEUE,
     JOBS_QUEUE,
@@ -26,11 +28,13 @@ from common.messaging.messages import (
     task_queue,
 )
 from scheduler.api.deps import ResourcesDep, SessionDep, scope
-from scheduler.services.metrics import StateCounts, state_counts
+from scheduler.services.metrics import DeliveryCount, StateCounts, delivery_counts, state_counts
 from scheduler.services.processors import worker_types
 
 router = APIRouter(tags=["metrics"])
 _FIXED_QUEUES = (ACTIVATION_QUEUE, RESULTS_QUEUE, NOTIFY_QUEUE, JOBS_QUEUE)
+_TARGETS = ("webhook", "celery_task")
+_DELIVERY_STATES = ("pending", "delivered", "dead")
 
 
 @router.get(
@@ -54,6 +58,8 @@ def metrics(session: SessionDep, resources: ResourcesDep) -> Response:
         _gauge("stellwerk_queue_depth", "Messages waiting in a queue.", ["queue"],
                [((q,), int(d)) for q, d in zip(queues, depths, strict=True)]),
         _gauge("stellwerk_workers", "Live workers.", [], [((), len(workers))]),
+        _loop_family(read_timings(resources.redis)),
+        *_delivery_families(delivery_counts(session)),
     ]
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Snapshot(families))
@@ -77,6 +83,35 @@ def _state_families(counts: StateCounts | None) -> list[Metric]:
         _gauge("stellwerk_tasks_by_type", "Task runs by type and state.", ["type", "state"],
                [((t, s), n) for (t, s), n in sorted(counts.tasks.items())]),
     ]
+
+
+def _delivery_families(counts: dict[tuple[str, str], DeliveryCount] | None) -> list[Metric]:
+    """Notify deliveries (webhooks, Celery tasks) by target and state, and their tries."""
+    if counts is None:
+        return []
+    keys = sorted({(t, s) for t in _TARGETS for s in _DELIVERY_STATES} | set(counts))
+    empty = DeliveryCount(0, 0)
+    return [
+        _gauge("stellwerk_deliveries", "Notify deliveries by target (webhook, celery_task) and "
+               "state (pending, delivered, dead), finished ones kept a week.",
+               ["target", "state"], [(k, counts.get(k, empty).deliveries) for k in keys]),
+        _gauge("stellwerk_delivery_attempts", "Tries made for those deliveries.",
+               ["target", "state"], [(k, counts.get(k, empty).attempts) for k in keys]),
+    ]
+
+
+def _loop_family(timings: list[TimingSnapshot]) -> HistogramMetricFamily:
+    """Engine batches and beat steps: how long each took, per live process."""
+    family = HistogramMetricFamily(
+        "stellwerk_loop_seconds", "Duration of one loop iteration (engine_batch: applying "
+        "one batch of messages; beat_step: one beat step), per process since it started.",
+        labels=["loop", "instance"],
+    )
+    for snap in timings:
+        buckets = [("+Inf" if bound == float("inf") else repr(bound), n)
+                   for bound, n in snap.buckets]
+        family.add_metric([snap.loop, snap.instance], buckets, snap.sum_s)
+    return family
 
 
 def _gauge(

@@ -6,14 +6,15 @@ from typing import Annotated, Any, get_args
 from uuid import UUID
 
 from fastapi import APIRouter, Depends, Header, Query
-from fastapi.responses import PlainTextResponse, Response
+from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 
 from scheduler.api.deps import PrincipalDep, ResourcesDep, SessionDep, scope
 from scheduler.api.errors import PROBLEM_JSON
+from scheduler.api.log_follow import follow_lines
 from scheduler.api.schemas import JournalEntryPublic, JournalPublic, LogsPublic, Problem, RunPublic
 from scheduler.engine.commands import RunAction, TaskAction
 from scheduler.services.access import Scope
-from scheduler.services.run_queries import get_run, journal, task_logs
+from scheduler.services.run_queries import find_task_run, get_run, journal, task_logs
 from scheduler.services.tenancy import visible_run
 
 router = APIRouter(prefix="/runs", tags=["runs"])
@@ -45,11 +46,21 @@ def read_journal(run_id: UUID, session: SessionDep, principal: PrincipalDep) -> 
 )
 def read_logs(
     run_id: UUID, task: str, session: SessionDep, *, principal: PrincipalDep,
+    resources: ResourcesDep,
     attempt: Annotated[int | None, Query(ge=0, description="Only this attempt.")] = None,
+    follow: Annotated[bool, Query(
+        description="Stream the log as text, new lines as they come, until the task is done."
+    )] = False,
     accept: Annotated[str, Header()] = "application/json",
 ) -> Response | LogsPublic:
     """A task's log (``task`` is its name or task run id); text with ``Accept: text/plain``."""
     visible_run(session, run_id, principal.tenant)
+    if follow:
+        task_run = find_task_run(session, run_id, task)
+        session.close()  # the stream reads with its own short sessions
+        return StreamingResponse(
+            follow_lines(resources.sessions, task_run.id, attempt), media_type="text/plain"
+        )
     rows = task_logs(session, run_id, task, attempt)
     if _wants_text(accept):
         return PlainTextResponse("".join(f"{row.line}\n" for row in rows))

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 
 from scheduler.api.deps import NowDep, PrincipalDep, SessionDep, require_json, scope
+from scheduler.api.routes.jobs import Cursor, Limit
 from scheduler.api.token_schemas import TokenCreate, TokenCreated, TokenPublic, TokensPublic
 from scheduler.services.access import Scope
 from scheduler.services.errors import InvalidInput
@@ -40,9 +41,14 @@ def create(
 
 
 @router.get("", dependencies=[Depends(scope("job.read"))])
-def list_(session: SessionDep, principal: PrincipalDep) -> TokensPublic:
+def list_(
+    session: SessionDep, principal: PrincipalDep, limit: Limit = 50, cursor: Cursor = None
+) -> TokensPublic:
     """The tokens of the caller's tenant (all, for a token without tenant); no values."""
-    return TokensPublic(data=[TokenPublic.of(t) for t in list_tokens(session, principal.tenant)])
+    page = list_tokens(session, principal.tenant, limit, cursor)
+    return TokensPublic(
+        data=[TokenPublic.of(t) for t in page.items], next_cursor=page.next_cursor
+    )
 
 
 @router.delete(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -21,9 +22,12 @@ from sqlalchemy import Engine, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.config import Settings
+from common.messaging.messages import Activation
 from common.persistence.db import make_engine, make_sessions
 from common.persistence.models import Job
 from scheduler.api.app import create_app
+from scheduler.engine.batch import BatchApplier
+from scheduler.engine.incoming import Incoming
 from tests.conftest import claim_redis_db
 
 TOKEN = "test-admin"  # the admin token of the ``settings`` fixture
@@ -139,3 +143,17 @@ def _job_body(**overrides: Any) -> dict[str, Any]:
     }
     body.update(overrides)
     return body
+
+
+@pytest.fixture(scope="module")
+def engine(api_settings: Settings) -> BatchApplier:
+    """An engine in this process, publishing to the API tests' Redis database."""
+    from tests.integration.engine.test_concurrent_joins import applier
+
+    return applier(api_settings)[0]
+
+
+def start_run(engine: BatchApplier, run_id: str) -> None:
+    """Start a READY run as the engine does on its activation."""
+    activation = Activation(run_id=uuid.UUID(run_id))
+    engine.apply([Incoming(activation.message_id, activation.run_id, activation)])

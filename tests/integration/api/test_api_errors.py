@@ -173,5 +173,7 @@ def test_the_root_page_points_at_the_api_and_loads_nothing_from_outside(
     page = anonymous.get("/")
     assert page.status_code == 200
     assert "/api/v1/openapi.json" in page.text
-    assert "<script" not in page.text and "<link" not in page.text
+    # The web UI's own files only (tests/integration/api/test_api_web_ui.py has more).
+    assert "://" not in page.text
+    assert "default-src 'none'" in page.headers["content-security-policy"]
     assert anonymous.get("/api/v1/docs").status_code == 404  # Swagger would need a CDN

@@ -227,9 +227,12 @@ def test_forced_delete_cancels_the_runs_and_deletes_everything(
     assert response.status_code == 204, response.text
     assert response.content == b""
     assert job_count() == count - 1
-    canceled = {e["run_id"] for m in queued("stellwerk.notify") for e in m["payload"]["events"]
-                if e["event"] == "run.canceled"}
+    events = [e for m in queued("stellwerk.notify") for e in m["payload"]["events"]]
+    canceled = {e["run_id"] for e in events if e["event"] == "run.canceled"}
     assert {str(run_id) for run_id in run_ids} <= canceled
+    deleted = {"event": "job.deleted", "job_id": job["id"], "job_name": "to-delete",
+               "request_id": None}
+    assert deleted.items() <= events[0].items()  # the newest: after the cancels
     job_id = uuid.UUID(job["id"])
     assert _count(sessions, Run, Run.job_id == job_id) == 0
     assert _count(sessions, TaskRun, TaskRun.run_id.in_(run_ids)) == 0

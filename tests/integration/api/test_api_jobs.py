@@ -50,7 +50,11 @@ def test_one_off_job_gets_a_ready_run_and_its_activation_is_published(
     assert newest["payload"]["run_id"] == job["run_id"]
     assert newest["id"] == newest["payload"]["message_id"]
     events = [e for m in queued("stellwerk.notify") for e in m["payload"]["events"]]
-    assert {"event": "run.scheduled", "run_id": job["run_id"]}.items() <= events[0].items()
+    # Newest first: job.created (written last, to name the run), then run.scheduled.
+    created = {"event": "job.created", "job_id": job["id"], "run_id": job["run_id"],
+               "state": "READY", "request_id": None}
+    assert created.items() <= events[0].items()
+    assert {"event": "run.scheduled", "run_id": job["run_id"]}.items() <= events[1].items()
 
 
 def test_the_job_rows_hold_the_graph_and_effective_settings(

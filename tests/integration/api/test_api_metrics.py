@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 import redis
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
@@ -12,6 +13,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.config import Settings
+from common.messaging.loop_timings import LoopTimings
 from common.persistence.models import Run, TaskRun
 from scheduler.api.app import create_app
 
@@ -81,3 +83,25 @@ def test_health_names_the_dependency_that_is_down(api_settings: Settings) -> Non
         assert body[broken].startswith("error")
         healthy = {"redis", "database"} - {broken}
         assert all(body[name] == "ok" for name in healthy)
+
+
+def test_metrics_show_the_loop_timings_each_process_writes(
+    client: TestClient, rds: redis.Redis,
+) -> None:
+    timings = LoopTimings(rds, "probe_loop", instance="host:1")
+    for seconds in (0.0005, 0.003, 0.003, 7.0):
+        timings.observe(seconds)
+    timings.flush()
+
+    samples = _samples(client.get("/api/v1/metrics").text)
+
+    labels = (("instance", "host:1"), ("loop", "probe_loop"))
+    assert samples[("stellwerk_loop_seconds_count", labels)] == 4
+    assert samples[("stellwerk_loop_seconds_sum", labels)] == pytest.approx(7.0065)
+    assert samples[("stellwerk_loop_seconds_bucket", (("instance", "host:1"), ("le", "0.001"),
+                                                      ("loop", "probe_loop")))] == 1
+    assert samples[("stellwerk_loop_seconds_bucket", (("instance", "host:1"), ("le", "0.005"),
+                                                      ("loop", "probe_loop")))] == 3
+    assert samples[("stellwerk_loop_seconds_bucket", (("instance", "host:1"), ("le", "+Inf"),
+                                                      ("loop", "probe_loop")))] == 4
+    rds.delete("stellwerk:timings:probe_loop:host:1")

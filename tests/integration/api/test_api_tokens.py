@@ -19,8 +19,12 @@ from scheduler.api.app import create_app
 from tests.integration.api.conftest import FROZEN_AT, JobBody, auth_headers
 
 BASE = "/api/v1"
-# Routes that need no token (load balancers, compose health checks).
-UNSCOPED = {f"{BASE}/healthz"}
+# Routes that need no token (load balancers, compose health checks), web-service
+# callbacks, whose signed URL is their credential (tested in test_api_callbacks.py), and
+# /whoami, which any valid token may ask about itself (test_api_web_ui.py).
+UNSCOPED = {f"{BASE}/healthz", f"{BASE}/whoami",
+            *(f"{BASE}/runs/{{run_id}}/tasks/{{task_run_id}}/callbacks/{kind}"
+              for kind in ("log", "storage", "status"))}
 
 
 def bearer(token: str) -> dict[str, str]:
@@ -112,13 +116,13 @@ def test_an_expired_token_is_refused(api_settings: Settings, frozen_client: Test
 def test_bad_token_requests_are_422_naming_the_field(
     client: TestClient, body: dict[str, Any], where: str
 ) -> None:
-    before = len(client.get(f"{BASE}/tokens").json()["data"])
+    before = len(client.get(f"{BASE}/tokens?limit=500").json()["data"])
 
     response = client.post(f"{BASE}/tokens", json=body)
 
     assert response.status_code == 422, response.text
     assert where in response.json()["detail"]
-    assert len(client.get(f"{BASE}/tokens").json()["data"]) == before
+    assert len(client.get(f"{BASE}/tokens?limit=500").json()["data"]) == before
 
 
 def test_a_token_cannot_create_one_with_more_scopes(client: TestClient) -> None:
@@ -270,7 +274,8 @@ def _operations(client: TestClient) -> list[tuple[str, str]]:
 
 def _filled(path: str, ids: dict[str, str]) -> str:
     return path.format(**{name: ids.get(name, str(uuid.UUID(int=3))) for name in
-                          ("job_id", "run_id", "task", "token_id")})
+                          ("job_id", "run_id", "task", "token_id", "subscription_id",
+                           "name")})
 
 
 def test_every_route_refuses_a_token_without_its_scope(client: TestClient) -> None:
@@ -321,3 +326,27 @@ def test_every_route_hides_other_tenants_objects(
     owner = client.get(f"{BASE}/jobs/{foreign['job_id']}").json()
     assert owner["name"] == "victim-job"
     assert client.get(f"{BASE}/runs/{foreign['run_id']}").json()["state"] == "READY"
+
+
+def test_tokens_are_listed_by_pages_without_gaps_or_repeats(client: TestClient) -> None:
+    tenant = f"pages-{uuid.uuid4().hex[:6]}"
+    made = {mint(client, scopes=["job.read"], tenant=tenant)["id"] for _ in range(7)}
+    reader = mint(client, scopes=["job.read"], tenant=tenant)
+    made.add(reader["id"])
+
+    seen: list[str] = []
+    cursor: str | None = None
+    while True:
+        query = f"?limit=3&cursor={cursor}" if cursor else "?limit=3"
+        page = client.get(f"{BASE}/tokens{query}", headers=bearer(reader["token"])).json()
+        assert len(page["data"]) <= 3
+        seen += [t["id"] for t in page["data"]]
+        if page["data"] and not cursor:
+            mint(client, scopes=["job.read"], tenant=tenant)  # newer: not on later pages
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+
+    assert len(seen) == len(set(seen)) and set(seen) == made
+    bad = client.get(f"{BASE}/tokens?cursor=nonsense")
+    assert bad.status_code == 422 and "cursor" in bad.json()["detail"]

@@ -1,42 +1,204 @@
-"""The notify runner drains stellwerk.notify and fans each event out on pub/sub."""
+"""The notify runner on real PostgreSQL and Redis, webhooks to a local HTTP receiver."""
 
 from __future__ import annotations
 
 import json
-import threading
 import uuid
-from datetime import UTC, datetime
+from datetime import timedelta
+from typing import Any
 
-import redis
-
-from common.messaging.messages import Event
+from common.messaging.messages import NotifyBatch, utcnow
 from common.messaging.notify import notify_message
 from common.messaging.publisher import Publisher
-from scheduler.notify.main import EVENTS_CHANNEL, NotifyRunner
+from common.messaging.wire import open_envelope
+from scheduler.notify.backoff import NextStep
+from scheduler.notify.deliveries import Attempt, DeliveryStore
+from scheduler.notify.live import EVENTS_CHANNEL, STREAM_KEY
+from scheduler.notify.main import NotifyRunner
+from scheduler.notify.recording import record_batches
+from scheduler.notify.signing import verify
+from tests.integration.notify.conftest import Log, Notify, event, running
+from tests.webhook_receiver import Receiver
+
+SECRET = "integration-secret"
 
 
-def event(name: str) -> Event:
-    return Event(event=name, at=datetime.now(UTC), job_id=uuid.uuid4(), job_name="j")
+def hook(url: str, app: str, events: list[str] | None = None, **headers: str) -> dict[str, Any]:
+    return {"events": events or ["run.*"], "selector": {"application": app},
+            "target": {"webhook": {"url": url, "secret": SECRET, "headers": headers}}}
 
 
-def test_events_reach_the_live_channel_in_order(redis_url: str) -> None:
-    client = redis.Redis.from_url(redis_url)
-    pubsub = client.pubsub()
+def states(log: Log) -> list[tuple[str, str]]:
+    return [(d.event, d.state) for d, _ in log]
+
+
+def finished(count: int) -> Any:
+    return lambda log: len(log) == count and all(d.state != "pending" for d, _ in log)
+
+
+def test_matching_events_are_posted_signed_in_order(notify: Notify, runner: NotifyRunner) -> None:
+    app, job, run = uuid.uuid4().hex, uuid.uuid4(), uuid.uuid4()
+    with Receiver() as receiver:
+        sid = notify.subscribe(hook(receiver.url, app, **{"X-Team": "ops"}))
+        started = event("run.started", job, run, application=app)
+        notify.publish(started, event("task.completed", job, run, application=app))
+        notify.publish(event("run.started", uuid.uuid4(), application="another-app"))
+        completed = event("run.completed", job, run, application=app)
+        notify.publish(completed)
+
+        first, second = receiver.wait_for(2)
+        log = notify.wait_deliveries(sid, finished(2))
+
+    assert [first.event, second.event] == ["run.started", "run.completed"]
+    for request, sent in ((first, started), (second, completed)):
+        headers = request.headers
+        assert verify(SECRET, headers["x-stellwerk-timestamp"], request.body,
+                      headers["x-stellwerk-signature"])
+        assert headers["x-stellwerk-signature"].startswith("sha256=")
+        assert headers["x-stellwerk-event-id"] == str(sent.id)
+        assert headers["x-team"] == "ops"
+        assert request.json["id"] == str(sent.id)
+        assert request.json["run_id"] == str(run)
+    assert states(log) == [("run.started", "delivered"), ("run.completed", "delivered")]
+    assert {first.headers["x-stellwerk-delivery"], second.headers["x-stellwerk-delivery"]} == {
+        str(d.id) for d, _ in log}
+    assert [[a.status_code for a in tries] for _, tries in log] == [[200], [200]]
+
+
+def test_a_receiver_failing_twice_gets_the_event_on_the_third_try(
+    notify: Notify, runner: NotifyRunner,
+) -> None:
+    app = uuid.uuid4().hex
+    with Receiver(statuses=[503, 503]) as receiver:
+        sid = notify.subscribe(hook(receiver.url, app))
+        notify.publish(event("run.failed", uuid.uuid4(), uuid.uuid4(), application=app))
+        tries = receiver.wait_for(3)
+        ((delivery, attempts),) = notify.wait_deliveries(sid, finished(1))
+
+    assert len({r.headers["x-stellwerk-delivery"] for r in tries}) == 1
+    assert len({r.body for r in tries}) == 1  # the same event each time
+    assert delivery.state == "delivered" and delivery.attempts == 3
+    assert [(a.number, a.status_code) for a in attempts] == [(1, 503), (2, 503), (3, 200)]
+    assert all(a.duration_ms >= 0 for a in attempts)
+    assert attempts[0].at < attempts[1].at < attempts[2].at
+
+
+def test_after_the_last_try_a_delivery_is_dead(notify: Notify, runner: NotifyRunner) -> None:
+    app = uuid.uuid4().hex
+    with Receiver(default=500) as receiver:
+        failing = notify.subscribe(hook(receiver.url, app))
+        unreachable = notify.subscribe(hook("http://127.0.0.1:9/nothing-listens", app))
+        notify.publish(event("run.timeout", uuid.uuid4(), uuid.uuid4(), application=app))
+        ((dead, attempts),) = notify.wait_deliveries(failing, finished(1))
+        ((gone, errors),) = notify.wait_deliveries(unreachable, finished(1))
+
+    assert (dead.state, dead.attempts, dead.finished_at is not None) == ("dead", 3, True)
+    assert [a.status_code for a in attempts] == [500, 500, 500]
+    assert len(receiver.requests) == 3
+    assert gone.state == "dead"
+    assert [a.status_code for a in errors] == [None, None, None]
+    assert all("ConnectError" in a.error for a in errors)
+
+
+def test_a_message_read_twice_makes_no_second_delivery(
+    notify: Notify, runner: NotifyRunner,
+) -> None:
+    app = uuid.uuid4().hex
+    with Receiver() as receiver:
+        sid = notify.subscribe(hook(receiver.url, app, events=["*"]))
+        batch = notify.publish(event("run.done", uuid.uuid4(), uuid.uuid4(), application=app))
+        notify.wait_deliveries(sid, finished(1))
+        again = notify_message(batch.events)
+        again.payload["message_id"] = str(batch.message_id)  # the same message again
+        Publisher(notify.redis).publish([again])
+        log = notify.wait_deliveries(sid, finished(1))
+        assert len(receiver.requests) == 1
+    assert len(log) == 1
+
+
+def test_a_celery_task_target_gets_the_event_as_its_single_argument(
+    notify: Notify, runner: NotifyRunner,
+) -> None:
+    app, queue = uuid.uuid4().hex, f"test.events.{uuid.uuid4().hex[:6]}"
+    sid = notify.subscribe({"events": ["task.*"], "selector": {"application": app},
+                            "target": {"celery_task": "billing.on_event", "queue": queue}})
+    sent = event("task.failed", uuid.uuid4(), uuid.uuid4(), application=app, task="a")
+    notify.publish(sent, event("run.failed", uuid.uuid4(), application=app))
+    ((delivery, attempts),) = notify.wait_deliveries(sid, finished(1))
+
+    raw = notify.redis.rpop(queue)
+    assert isinstance(raw, bytes)
+    received = open_envelope(raw)
+    assert received.task_name == "billing.on_event"
+    assert received.payload == sent.model_dump(mode="json")
+    assert json.loads(raw)["headers"]["id"] == str(delivery.id)
+    assert (delivery.state, [a.error for a in attempts]) == ("delivered", [""])
+    assert notify.redis.llen(queue) == 0
+
+
+def test_a_run_goes_to_a_subscriber_one_event_at_a_time_other_runs_do_not_wait(
+    notify: Notify, runner: NotifyRunner,
+) -> None:
+    app, slow_run, other_run = uuid.uuid4().hex, uuid.uuid4(), uuid.uuid4()
+    with Receiver() as receiver:
+        sid = notify.subscribe(hook(receiver.url, app))
+        receiver.hold()
+        notify.publish(*(event(name, uuid.uuid4(), slow_run, application=app)
+                         for name in ("run.started", "run.paused", "run.resumed")))
+        receiver.wait_for(1)
+        notify.publish(event("run.started", uuid.uuid4(), other_run, application=app))
+        second = receiver.wait_for(2)[1]
+        assert second.json["run_id"] == str(other_run)  # not held up by the slow run...
+        assert len(receiver.requests) == 2  # ...whose next event waits for its first
+        receiver.release()
+        requests = receiver.wait_for(4)
+        notify.wait_deliveries(sid, finished(4))
+
+    slow = [r.event for r in requests if r.json["run_id"] == str(slow_run)]
+    assert slow == ["run.started", "run.paused", "run.resumed"]
+
+
+def test_a_delivery_held_by_a_runner_that_died_is_sent_after_its_lease(
+    notify: Notify,
+) -> None:
+    app = uuid.uuid4().hex
+    store = DeliveryStore(notify.sessions)
+    with Receiver() as receiver:
+        sid = notify.subscribe(hook(receiver.url, app))
+        batch = NotifyBatch(events=[event("run.started", uuid.uuid4(), uuid.uuid4(),
+                                          application=app)])
+        with notify.sessions.begin() as session:
+            record_batches(session, [batch], utcnow())
+        (held,) = store.claim(10, utcnow(), timedelta(seconds=1))  # ...and then it died
+        with running(notify.settings):
+            (request,) = receiver.wait_for(1, timeout_s=15)
+            ((delivery, attempts),) = notify.wait_deliveries(sid, finished(1))
+        late = store.finish(held, Attempt(utcnow(), 1.0, 200), NextStep("delivered", None))
+
+    assert request.headers["x-stellwerk-delivery"] == str(held.id)
+    assert delivery.state == "delivered" and len(attempts) == 1
+    assert late is False  # its claim was taken over: the dead runner's word no longer counts
+
+
+def test_every_event_reaches_the_live_stream_and_channel(
+    notify: Notify, runner: NotifyRunner,
+) -> None:
+    pubsub = notify.redis.pubsub()
     pubsub.subscribe(EVENTS_CHANNEL)
     assert pubsub.get_message(timeout=5)["type"] == "subscribe"  # type: ignore[index]
-    runner = NotifyRunner(redis_url)
-    thread = threading.Thread(target=runner.run, daemon=True)
-    thread.start()
-    try:
-        Publisher(client).publish([notify_message([event("run.started"), event("run.done")])])
-        received = []
-        while len(received) < 2:
-            message = pubsub.get_message(timeout=10)
-            assert message is not None, f"only {received} arrived"
-            if message["type"] == "message":
-                received.append(json.loads(message["data"])["event"])
-        assert received == ["run.started", "run.done"]
-    finally:
-        runner.stopping.set()
-        thread.join(10)
-    assert client.llen("stellwerk.notify") == 0
+    job = uuid.uuid4()
+    sent = [event(name, job) for name in ("run.started", "task.ready", "run.done")]
+    notify.publish(*sent[:2])
+    notify.publish(sent[2])
+    received = []
+    while len(received) < 3:
+        message = pubsub.get_message(timeout=10)
+        assert message is not None, f"only {received} arrived"
+        if message["type"] == "message" and json.loads(message["data"])["job_id"] == str(job):
+            received.append(json.loads(message["data"])["id"])
+    assert received == [str(e.id) for e in sent]
+    entries = notify.redis.xrange(STREAM_KEY)
+    streamed = [json.loads(fields[b"event"])["id"] for _, fields in entries]
+    assert streamed[-3:] == received
+    assert notify.redis.llen("stellwerk.notify") == 0
+    pubsub.close()

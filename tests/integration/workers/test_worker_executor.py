@@ -25,6 +25,8 @@ def registry() -> Registry:
 
     @registry.processor("later")
     def later(ctx: TaskContext) -> Accepted:
+        ctx.log("accepting")
+        ctx.save_storage({"accepted": True})
         return Accepted()
 
     @registry.processor("broken")
@@ -79,11 +81,15 @@ def test_an_attempt_cancelled_before_it_starts_is_skipped(
     assert inbox.for_attempt(dispatch) == []
 
 
-def test_an_accepted_attempt_reports_nothing(executor, inbox, make_dispatch) -> None:
+def test_an_accepted_attempt_is_reported_detached(executor, inbox, make_dispatch) -> None:
+    """Else its lease expired and the engine requeued a task someone else completes."""
     dispatch = make_dispatch("later")
     executor.handle(dispatch.model_dump(mode="json"), worker="w1")
     inbox.drain()
-    assert inbox.for_attempt(dispatch) == []
+    (result,) = inbox.for_attempt(dispatch)
+    assert (result.kind, result.detached, result.outcome) == ("started", True, None)
+    assert [line.line for line in result.logs] == ["accepting"]
+    assert result.storage == {"accepted": True}
 
 
 def test_an_exception_is_a_failure(executor, inbox, make_dispatch) -> None:

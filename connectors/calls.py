@@ -1,0 +1,67 @@
+"""Making one HTTP call on the shared async client: a total time limit, a capped body.
+
+httpx's own timeouts bound each read, not the call; ``timeout`` here bounds the whole
+call, connecting included, as a person setting "30 s" means it. The body is streamed
+and reading stops at the cap, so a large answer costs neither memory nor time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from connectors.responses import MAX_BODY_BYTES, Answer
+
+
+class CallError(Exception):
+    """The call got no HTTP answer: no connection, a broken one, or none in time."""
+
+
+async def call(
+    client: httpx.AsyncClient,
+    method: str,
+    url: str,
+    *,
+    headers: Mapping[str, str],
+    timeout_s: float,
+    json_body: Any = None,
+    cap_bytes: int = MAX_BODY_BYTES,
+) -> Answer:
+    """Send one request and read its answer; :class:`CallError` when there is none."""
+    began = time.monotonic()
+    try:
+        async with asyncio.timeout(timeout_s):
+            request = client.build_request(method, url, headers=dict(headers), json=json_body)
+            response = await client.send(request, stream=True)
+            try:
+                body, truncated = await _read_capped(response, cap_bytes)
+            finally:
+                await response.aclose()
+    except TimeoutError:
+        raise CallError(f"no answer within {timeout_s:g} s") from None
+    except (httpx.HTTPError, httpx.InvalidURL) as error:
+        raise CallError(f"{type(error).__name__}: {error}".rstrip(": ")) from None
+    return Answer(
+        status=response.status_code,
+        reason=response.reason_phrase,
+        headers=dict(response.headers),
+        body=body,
+        truncated=truncated,
+        elapsed_s=time.monotonic() - began,
+    )
+
+
+async def _read_capped(response: httpx.Response, cap_bytes: int) -> tuple[bytes, bool]:
+    """Up to ``cap_bytes`` of the body, and whether there was more."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > cap_bytes:
+            return b"".join(chunks)[:cap_bytes], True
+    return b"".join(chunks), False

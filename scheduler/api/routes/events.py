@@ -1,0 +1,148 @@
+"""``GET /events``: state changes as Server-Sent Events, live (SPEC §6).
+
+The notify runner appends every event to a capped Redis stream
+(``scheduler.notify.live``); each client reads it with its own ``XREAD`` loop on
+``redis.asyncio``, so a stream costs the API no thread and no database connection (the
+session that authenticated the request is closed before the first event). The SSE
+``id`` of an event is its stream entry id: a client that reconnects with
+``Last-Event-ID`` gets every event after it that the stream still holds. FastAPI's
+``EventSourceResponse`` sends a keep-alive comment when nothing was sent for 15 s.
+The route is exempt from the API's admission limit (``scheduler.api.admission``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Annotated, Any
+from uuid import UUID
+
+import redis.asyncio as aioredis
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.sse import EventSourceResponse, ServerSentEvent
+
+from scheduler.api.deps import PrincipalDep, SessionDep, scope
+from scheduler.notify.live import STREAM_FIELD, STREAM_KEY
+from scheduler.services.tenancy import visible_job, visible_run
+
+EVENTS_PATH = "/events"
+READ_BLOCK = timedelta(seconds=5)
+READ_COUNT = 500
+
+router = APIRouter(tags=["events"])
+# What XREAD answers (the client does not decode): [(stream, [(entry id, fields)])].
+_Reply = list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]] | None
+
+
+@dataclass(frozen=True)
+class LiveEvents:
+    """Where the live stream is: set on the app by ``create_app``."""
+
+    redis_url: str | None
+
+
+@dataclass(frozen=True)
+class EventFilter:
+    """Which events a client gets: its tenant's (None: all), optionally one job's or run's."""
+
+    tenant: str | None = None
+    job_id: str | None = None
+    run_id: str | None = None
+
+    def admits(self, event: dict[str, Any]) -> bool:
+        """Whether the event passes every filter that is set."""
+        return all(want is None or event.get(field) == want for field, want in (
+            ("tenant", self.tenant), ("job_id", self.job_id), ("run_id", self.run_id)))
+
+
+def event_filter(
+    session: SessionDep, principal: PrincipalDep,
+    job_id: Annotated[UUID | None, Query(description="Only this job's events.")] = None,
+    run_id: Annotated[UUID | None, Query(description="Only this run's events.")] = None,
+) -> EventFilter:
+    """Check the filters (another tenant's job or run is 404), then free the connection."""
+    try:
+        if job_id is not None:
+            visible_job(session, job_id, principal.tenant)
+        if run_id is not None:
+            visible_run(session, run_id, principal.tenant)
+    finally:
+        session.close()  # hands the connection back: the stream may last for hours
+    return EventFilter(principal.tenant, _text(job_id), _text(run_id))
+
+
+async def live_client(request: Request) -> AsyncIterator[aioredis.Redis]:
+    """A Redis client for one stream, closed when the stream ends."""
+    live: LiveEvents = request.app.state.live_events
+    if not live.redis_url:  # the lifespan has refused to start without one already
+        raise RuntimeError("STELLWERK_REDIS_URL is not resolved")
+    client = aioredis.Redis.from_url(live.redis_url)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+LiveClient = Annotated[aioredis.Redis, Depends(live_client)]
+
+
+async def start_after(
+    client: LiveClient,
+    last_event_id: Annotated[str | None, Header(
+        pattern=r"^\d{1,20}-\d{1,20}$",
+        description="Resume after this event (the `id` of the last one received).",
+    )] = None,
+) -> str:
+    """Where the stream starts, fixed before the answer begins.
+
+    A client that has the response headers therefore gets every event published after
+    that moment, even before the first one reaches it.
+    """
+    return last_event_id or await _newest(client)
+
+
+@router.get(
+    EVENTS_PATH, response_class=EventSourceResponse, dependencies=[Depends(scope("job.read"))],
+)
+async def events(
+    filters: Annotated[EventFilter, Depends(event_filter)], client: LiveClient,
+    after: Annotated[str, Depends(start_after)],
+) -> AsyncIterator[ServerSentEvent]:
+    """Every state change from now on (or after ``Last-Event-ID``), as it happens.
+
+    Each message has ``event:`` (e.g. ``run.started``), ``id:`` and ``data:`` (the event
+    as JSON, as webhooks get it).
+    """
+    async for entry_id, data in _entries(client, after):
+        event = json.loads(data)
+        if filters.admits(event):
+            yield ServerSentEvent(raw_data=data, event=event.get("event"), id=entry_id)
+
+
+async def _entries(client: aioredis.Redis, after: str) -> AsyncIterator[tuple[str, str]]:
+    """Stream entries after the entry id ``after``, forever."""
+    last = after
+    while True:
+        reply: _Reply = await client.xread(  # type: ignore[assignment]
+            {STREAM_KEY: last}, count=READ_COUNT, block=int(READ_BLOCK.total_seconds() * 1000),
+        )
+        for _stream, entries in reply or []:
+            for entry_id, fields in entries:
+                last = entry_id.decode()
+                data = fields.get(STREAM_FIELD.encode())
+                if data is not None:
+                    yield last, data.decode()
+
+
+async def _newest(client: aioredis.Redis) -> str:
+    """The id of the newest entry, so that only later ones are read (``0-0``: empty)."""
+    newest = await client.xrevrange(STREAM_KEY, count=1)
+    return _text(newest[0][0]) or "0-0" if newest else "0-0"
+
+
+def _text(value: object) -> str | None:
+    if value is None:
+        return None
+    return value.decode() if isinstance(value, bytes) else str(value)

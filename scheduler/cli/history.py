@@ -1,0 +1,102 @@
+"""Client commands that read what happened: ``runs JOB`` (a table) and ``logs RUN TASK``.
+
+``logs -f`` follows the log while the task runs (``GET .../logs?follow=true``, a text
+stream that ends when the task is done), like ``kubectl logs -f``.
+"""
+
+from __future__ import annotations
+
+import sys
+from datetime import UTC, datetime
+from typing import Annotated, Any
+from urllib.parse import quote, urlencode
+
+import httpx
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from scheduler.cli.client import (
+    ApiUrlOption,
+    DataDirOption,
+    TokenOption,
+    api_client,
+    call,
+    problem_message,
+    resolve_connection,
+)
+from scheduler.cli.errors import CliError, reporting_errors
+from scheduler.cli.views import format_time, state_text
+
+PANEL = "Client"
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``runs`` and ``logs`` to the app."""
+    for command in (runs, logs):
+        app.command(rich_help_panel=PANEL)(reporting_errors(command))
+
+
+def runs(
+    job: Annotated[str, typer.Argument(help="The job's id.", show_default=False)],
+    *,
+    limit: Annotated[int, typer.Option("--limit", help="How many runs, newest first.")] = 20,
+    api_url: ApiUrlOption = None, token: TokenOption = None, data_dir: DataDirOption = None,
+) -> None:
+    """List a job's runs (GET /jobs/{id}/runs): number, state, trigger, times."""
+    path = f"/jobs/{quote(job, safe='')}/runs?{urlencode({'limit': limit})}"
+    with api_client(resolve_connection(api_url, token, data_dir)) as http:
+        page = call(http, "GET", path)
+    Console().print(runs_table(list(page.get("data") or [])))
+
+
+def runs_table(items: list[dict[str, Any]]) -> Table:
+    """A table of runs as ``GET /jobs/{id}/runs`` lists them."""
+    today = datetime.now(UTC).astimezone().date()
+    table = Table("#", "id", "state", "trigger", "scheduled for", "started", "finished")
+    for run in items:
+        table.add_row(
+            str(run.get("number", "")), str(run.get("id")), state_text(run.get("state")),
+            str(run.get("trigger") or ""), format_time(run.get("scheduled_for"), today),
+            format_time(run.get("started_at"), today), format_time(run.get("finished_at"), today),
+        )
+    return table
+
+
+def logs(
+    run: Annotated[str, typer.Argument(help="The run's id.", show_default=False)],
+    task: Annotated[str, typer.Argument(help="The task's name (or id).", show_default=False)],
+    *,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Keep printing new lines until the task ends.")
+    ] = False,
+    attempt: Annotated[
+        int | None, typer.Option("--attempt", help="Only this attempt.", show_default=False)
+    ] = None,
+    api_url: ApiUrlOption = None, token: TokenOption = None, data_dir: DataDirOption = None,
+) -> None:
+    """Print a task's log (GET /runs/{id}/tasks/{task}/logs), raw, as the task wrote it."""
+    query: dict[str, str | int] = {"follow": "true"} if follow else {}
+    if attempt is not None:
+        query["attempt"] = attempt
+    path = f"/runs/{quote(run, safe='')}/tasks/{quote(task, safe='')}/logs?{urlencode(query)}"
+    with api_client(resolve_connection(api_url, token, data_dir)) as http:
+        if follow:
+            _stream(http, path)
+            return
+        for line in call(http, "GET", path).get("lines") or []:
+            sys.stdout.write(f"{line.get('line', '')}\n")
+
+
+def _stream(http: httpx.Client, path: str) -> None:
+    """Copy the followed log to stdout as it arrives."""
+    try:
+        with http.stream("GET", path, headers={"Accept": "text/plain"}, timeout=None) as reply:
+            if reply.is_error:
+                reply.read()
+                raise CliError(problem_message(reply))
+            for chunk in reply.iter_text():
+                sys.stdout.write(chunk)
+                sys.stdout.flush()
+    except httpx.HTTPError as error:
+        raise CliError(f"the log stream from {http.base_url} broke: {error}") from error

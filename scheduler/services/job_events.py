@@ -1,0 +1,38 @@
+"""The ``job.created`` and ``job.deleted`` events (SPEC §4).
+
+Written to the outbox in the transaction that creates or deletes the job, whichever
+way the request came (REST or the ``stellwerk.jobs`` queue), so that the events mean
+the same thing; ``request_id`` is set only for a queued request.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+from uuid import UUID
+
+from sqlalchemy.orm import Session
+
+from common.messaging.messages import Event
+from common.messaging.notify import notify_message
+from common.persistence.models import Job
+from common.persistence.outbox import enqueue
+
+JobEventName = Literal["job.created", "job.deleted"]
+
+
+def job_event(
+    name: JobEventName, job: Job, now: datetime, *, state: str | None = None,
+    run_id: UUID | None = None, request_id: str | None = None,
+) -> Event:
+    """The event about ``job``; ``run_id`` is a new one-off job's run."""
+    return Event(
+        event=name, at=now, job_id=job.id, job_name=job.name, job_type=job.type,
+        application=job.application, tenant=job.tenant, run_id=run_id, state=state,
+        reason=name.removeprefix("job."), request_id=request_id,
+    )
+
+
+def announce(session: Session, event: Event) -> list[int]:
+    """Write the event's notify message to the outbox; return its row id (to relay)."""
+    return enqueue(session, [notify_message([event])])

@@ -1,0 +1,111 @@
+"""Registering, listing and deleting worker types (``/worker-types``, SPEC §5).
+
+Worker types are shared by every tenant, like the task types of processors: a
+tenant-bound token may read them but not register or delete one (another tenant's
+jobs would call its URL). Header values are sealed with the API's secret key and
+never shown; jobs copy what they need when they are written (``task_binding``), so a
+type is refused deletion (409) while a job is bound to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from common.domain.worker_types import RegisteredType, WorkerTemplate, WorkerTypeSpec
+from common.persistence.models import Task, WorkerType
+from common.secure_params import NoSecretKey, SecretBox, SecretKeyError
+from scheduler.services.access import Principal
+from scheduler.services.errors import Conflict, Forbidden, InvalidInput, NotFound
+
+
+def require_unbound(principal: Principal) -> None:
+    """:class:`Forbidden` for a tenant-bound token: worker types serve every tenant."""
+    if principal.tenant is not None:
+        raise Forbidden(
+            f"the token is bound to tenant {principal.tenant!r}: worker types are shared by "
+            "every tenant, so only a token without a tenant may register or delete one"
+        )
+
+
+def register(
+    session: Session, spec: WorkerTypeSpec, now: datetime, secrets: SecretBox, by: str,
+) -> WorkerType:
+    """Store a new worker type; 409 if the name is taken, 422 for headers without a key."""
+    if session.get(WorkerType, spec.name) is not None:
+        raise Conflict(f"worker type {spec.name!r} exists already: delete it first")
+    row = WorkerType(
+        name=spec.name, engine=spec.engine, url=spec.url,
+        sealed_headers=_sealed(spec.headers, secrets),
+        header_names=list(spec.headers), created_by=by, created_at=now,
+        job_template=spec.job_template.model_dump(mode="json", exclude_none=True),
+    )
+    session.add(row)
+    session.flush()
+    return row
+
+
+def _sealed(headers: dict[str, str], secrets: SecretBox) -> str | None:
+    if not headers:
+        return None
+    try:
+        return secrets.seal(headers)
+    except NoSecretKey as error:
+        raise InvalidInput(("body", "headers"), f"cannot be stored: {error}") from error
+
+
+def list_types(session: Session) -> list[WorkerType]:
+    """Every worker type, by name."""
+    return list(session.scalars(select(WorkerType).order_by(WorkerType.name)))
+
+
+def get_type(session: Session, name: str) -> WorkerType:
+    """One worker type, or :class:`NotFound`."""
+    row = session.get(WorkerType, name)
+    if row is None:
+        raise NotFound("worker type", repr(name))
+    return row
+
+
+def delete_type(session: Session, name: str) -> None:
+    """Delete a worker type no job is bound to; else 409 naming one such job."""
+    row = session.get(WorkerType, name, with_for_update=True)
+    if row is None:
+        raise NotFound("worker type", repr(name))
+    job_id = session.scalar(
+        select(Task.job_id).where(Task.type == name, Task.binding.is_not(None)).limit(1)
+    )
+    if job_id is not None:
+        raise Conflict(
+            f"worker type {name!r} is used by job {job_id}: change or delete its tasks first"
+        )
+    session.execute(delete(WorkerType).where(WorkerType.name == name))
+
+
+def registered(
+    session: Session, names: Iterable[str], secrets: SecretBox,
+) -> dict[str, RegisteredType]:
+    """Those of ``names`` that are registered, with their headers opened (one query).
+
+    Locked ``FOR SHARE``: a type cannot be deleted while a job is being bound to it.
+    """
+    rows = session.scalars(
+        select(WorkerType).where(WorkerType.name.in_(set(names))).with_for_update(read=True)
+    )
+    return {row.name: _registered(row, secrets) for row in rows}
+
+
+def _registered(row: WorkerType, secrets: SecretBox) -> RegisteredType:
+    headers: dict[str, str] = {}
+    if row.sealed_headers is not None:
+        try:
+            headers = secrets.open(row.sealed_headers)
+        except SecretKeyError as error:
+            raise Conflict(f"the headers of worker type {row.name!r}: {error}") from error
+    return RegisteredType(
+        name=row.name, engine="http" if row.engine == "http" else "webservice", url=row.url,
+        headers=headers, template=WorkerTemplate.model_validate(row.job_template),
+    )

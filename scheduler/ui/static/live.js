@@ -1,0 +1,65 @@
+// Keeping a page current: re-read on every event of the live stream (GET /events),
+// and poll every second whenever the stream cannot be had (not deployed, or lost).
+
+import { readEvents } from "./sse.js";
+
+export const POLL_MS = 1000;
+const STREAM_RETRY_MS = 15000; // while polling, try the stream again this often
+
+/** refresh() at most once at a time; calls while it runs make one more run after it. */
+export function coalesced(refresh) {
+  let running = null;
+  let again = false;
+  const kick = async () => {
+    if (running) {
+      again = true;
+      return running;
+    }
+    running = (async () => {
+      do {
+        again = false;
+        try {
+          await refresh();
+        } catch {
+          // the page shows its own errors; the next event or poll tries again
+        }
+      } while (again);
+    })();
+    await running;
+    running = null;
+    return undefined;
+  };
+  return kick;
+}
+
+const pause = (ms, signal) => new Promise((resolve) => {
+  const timer = setTimeout(resolve, ms);
+  signal.addEventListener("abort", () => { clearTimeout(timer); resolve(); }, { once: true });
+});
+
+/**
+ * Call refresh() on every event that the stream at `path` delivers, until the signal
+ * aborts; showMode("live" | "polling") says which way the page is kept current.
+ */
+export function watch(path, refresh, { signal, showMode = () => {} }) {
+  const kick = coalesced(refresh);
+  (async () => {
+    while (!signal.aborted) {
+      try {
+        await readEvents(path, {
+          signal,
+          onOpen: () => { showMode("live"); kick(); }, // catch up on what came before
+          onEvent: () => kick(),
+        });
+      } catch {
+        // no stream (404 before the endpoint existed, a proxy, a restart): poll
+      }
+      if (signal.aborted) return;
+      showMode("polling");
+      for (let waited = 0; waited < STREAM_RETRY_MS && !signal.aborted; waited += POLL_MS) {
+        await pause(POLL_MS, signal);
+        if (!signal.aborted) await kick();
+      }
+    }
+  })();
+}

@@ -1,0 +1,274 @@
+"""The web UI in headless Chromium against real processes (issue 6, acceptance).
+
+Debian's ``chromium`` (``apt-get install -y chromium``) driven by Playwright for Python:
+no browser download. A person logs in with the admin token, submits a split/join job
+with a canary, watches the graph change colour as the run goes, confirms the canary
+from the page, sees the run complete and reads a task's log; a ``job.read`` token sees
+no action at all. Screenshots of the run page go to ``tests/artifacts/web-ui/`` (or
+``$STELLWERK_TEST_ARTIFACTS/web-ui``); the path is printed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.e2e.conftest import ADMIN_TOKEN, System, submit
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed")
+Browser, Page, expect = sync_api.Browser, sync_api.Page, sync_api.expect
+
+
+def _chromium() -> str | None:
+    candidates = [os.environ.get("STELLWERK_TEST_CHROMIUM"), shutil.which("chromium"),
+                  shutil.which("chromium-browser"), "/usr/bin/chromium"]
+    return next((c for c in candidates if c and Path(c).is_file()), None)
+
+
+CHROMIUM = _chromium()
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(CHROMIUM is None, reason="no chromium executable: apt-get install -y "
+                       "chromium (or set STELLWERK_TEST_CHROMIUM)"),
+]
+ARTIFACTS = Path(os.environ.get("STELLWERK_TEST_ARTIFACTS")
+                 or Path(__file__).parents[1] / "artifacts") / "web-ui"
+RUN_TIMEOUT_MS = 60_000
+# Records every state a graph node is given, in the page itself (installed before the
+# graph exists; routes change the hash, not the document): proof that the colours
+# changed in this document, without a reload.
+RECORD_CHANGES = """() => {
+  window.__changes = [];
+  new MutationObserver((records) => {
+    for (const r of records) {
+      const { task, state } = r.target.dataset;
+      if (r.target.closest("svg.graph")) window.__changes.push([task, state]);
+    }
+  }).observe(document.body, {subtree: true, attributes: true, attributeFilter: ["data-state"]});
+}"""
+
+
+def canary_spec(name: str) -> dict[str, Any]:
+    """start (shell, prints) → three sleeps (one type: the canary) → join."""
+    sleeps = [f"sleep-{i}" for i in (1, 2, 3)]
+    return {
+        "name": name, "canary": True,
+        "tasks": [
+            {"name": "start", "type": "shell", "next": sleeps,
+             "params": {"argv": ["python3", "-c", "print('preparing the batch')"]}},
+            *({"name": s, "type": "sleep", "params": {"seconds": 1.5}, "next": ["join"]}
+              for s in sleeps),
+            {"name": "join", "type": "noop"},
+        ],
+    }
+
+
+def as_yaml(spec: dict[str, Any]) -> str:
+    """The spec in YAML, as a person would paste it (the API converts it)."""
+    import yaml
+
+    return str(yaml.safe_dump(spec, sort_keys=False))
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_api.sync_playwright() as playwright:
+        # --no-sandbox: Chromium's sandbox cannot start as root (CI runs as root).
+        launched = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=["--no-sandbox"],
+        )
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
+def artifacts() -> Path:
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    print(f"\nweb UI screenshots: {ARTIFACTS}")  # noqa: T201
+    return ARTIFACTS
+
+
+@pytest.fixture
+def page(browser: Browser, system: System) -> Iterator[Page]:
+    """A fresh browser tab (its own sessionStorage); page errors fail the test."""
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    tab = context.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda error: errors.append(str(error)))
+    tab.on("console", lambda m: errors.append(m.text) if m.type == "error" and
+           "status of 4" not in m.text else None)  # an expected 4xx is logged by Chromium
+    yield tab
+    context.close()
+    assert errors == [], errors
+
+
+def ui_url(system: System) -> str:
+    return system.base.removesuffix("/api/v1") + "/"
+
+
+def log_in(page: Page, system: System, token: str) -> None:
+    page.goto(ui_url(system))
+    page.get_by_label("API token").fill(token)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_role("heading", name="Jobs")).to_be_visible()
+
+
+def node(page: Page, task: str) -> Any:
+    return page.locator(f'svg.graph g.node[data-task="{task}"]')
+
+
+def test_a_person_runs_a_canary_job_from_the_browser(
+    page: Page, system: System, artifacts: Path,
+) -> None:
+    log_in(page, system, ADMIN_TOKEN)
+    expect(page.locator("#who")).to_contain_text("admin")
+    page.get_by_role("link", name="Submit a job").click()
+
+    # A refused spec: the API's 422 is shown, naming the task and the field.
+    page.get_by_label("job spec, JSON or YAML").fill(
+        "name: broken\ntasks:\n  - {name: a, type: noop, next: [nowhere]}\n")
+    page.get_by_role("button", name="Submit").click()
+    expect(page.locator(".notice.error")).to_contain_text("422")
+    expect(page.locator(".notice.error")).to_contain_text("nowhere")
+
+    name = f"ui-canary-{uuid.uuid4().hex[:6]}"
+    page.evaluate(RECORD_CHANGES)
+    page.evaluate("window.__sameDocument = true")
+    page.get_by_label("job spec, JSON or YAML").fill(as_yaml(canary_spec(name)))
+    page.get_by_role("button", name="Submit").click()
+    page.wait_for_url("**/#/runs/*")
+    run_id = page.url.rsplit("/", 1)[1]
+    expect(node(page, "join")).to_be_visible()
+    expect(page.locator(".mode")).to_have_attribute("data-mode", "live")
+
+    # The canary: one sleep runs, then waits for a person; the others wait for it.
+    canary = page.locator('svg.graph g.node.state-CONFIRM[data-task^="sleep-"]')
+    expect(canary).to_have_count(1, timeout=RUN_TIMEOUT_MS)
+    canary_name = canary.get_attribute("data-task")
+    # The colours themselves (the stylesheet's): amber for CONFIRM, grey for WAITING.
+    expect(node(page, canary_name).locator("rect")).to_have_css("fill", "rgb(245, 158, 11)")
+    expect(node(page, "join").locator("rect")).to_have_css("fill", "rgb(229, 231, 235)")
+    expect(page.get_by_role("heading", name=name)).to_be_visible()
+    page.screenshot(path=str(artifacts / "run-canary-confirm.png"), full_page=True)
+
+    node(page, canary_name).click()
+    page.locator('button[data-action="task-confirm"]').click()
+    expect(page.locator("h2[data-state]")).to_have_attribute(
+        "data-state", "COMPLETED", timeout=RUN_TIMEOUT_MS)
+    expect(page.locator("svg.graph g.node.state-COMPLETED")).to_have_count(5)
+    page.screenshot(path=str(artifacts / "run-completed.png"), full_page=True)
+
+    shown: dict[str, list[str]] = {}
+    for task, state in page.evaluate("window.__changes"):
+        if shown.setdefault(task, [state])[-1] != state:
+            shown[task].append(state)
+    assert shown["join"][0] == "WAITING" and shown["join"][-1] == "COMPLETED", shown
+    assert shown[canary_name][-2:] == ["CONFIRM", "COMPLETED"], shown
+    others = [f"sleep-{i}" for i in (1, 2, 3) if f"sleep-{i}" != canary_name]
+    assert all(shown[task][0] == "WAITING" and len(shown[task]) > 1 for task in others), shown
+    assert page.evaluate("window.__sameDocument") is True  # no reload: updated live
+
+    node(page, "start").click()
+    expect(page.locator("pre.log")).to_contain_text("preparing the batch")
+    expect(page.locator("pre.log")).to_have_attribute("data-state", "ended")
+    page.screenshot(path=str(artifacts / "run-task-log.png"), full_page=True)
+
+    # The job is found by a part of its name in the list.
+    page.get_by_role("link", name="Jobs", exact=True).click()
+    page.get_by_label("Name").fill(name.upper()[3:])
+    page.get_by_role("button", name="Filter").click()
+    expect(page.locator("table.jobs tbody tr")).to_have_count(1)
+    expect(page.get_by_role("button", name="Load more")).to_be_hidden()  # one page only
+    page.screenshot(path=str(artifacts / "jobs-search.png"), full_page=True)
+    page.get_by_role("link", name=name).click()
+    expect(page.locator(f'table.runs a[href="#/runs/{run_id}"]')).to_be_visible()
+    page.screenshot(path=str(artifacts / "job-page.png"), full_page=True)
+
+
+def test_a_read_only_token_sees_no_action(page: Page, system: System, artifacts: Path) -> None:
+    with system.client() as api:
+        reader = api.post("/tokens", json={"name": "ui-reader", "scopes": ["job.read"]})
+        assert reader.status_code == 201, reader.text
+        job = submit(api, canary_spec(f"ui-readonly-{uuid.uuid4().hex[:6]}"))
+        wait_state(api, job["run_id"], "CONFIRM")  # where an admin has the most buttons
+
+    log_in(page, system, reader.json()["token"])
+    expect(page.locator("#who")).to_contain_text("job.read")
+    expect(page.locator("table.jobs tbody tr").first).to_be_visible()
+    assert page.get_by_role("link", name="Submit a job").count() == 0
+
+    page.goto(ui_url(system) + f"#/runs/{job['run_id']}")
+    expect(page.locator("h2[data-state]")).to_have_attribute("data-state", "CONFIRM")
+    page.locator("svg.graph g.node.state-CONFIRM").first.click()
+    expect(page.locator(".task-panel h3")).to_be_visible()
+    page.screenshot(path=str(artifacts / "run-read-only.png"), full_page=True)
+    assert page.locator("button.action, [data-action]").count() == 0
+
+    page.goto(ui_url(system) + f"#/jobs/{job['id']}")
+    expect(page.get_by_role("heading", name=job["name"])).to_be_visible()
+    assert page.locator("button.action, [data-action]").count() == 0
+
+
+def test_the_run_page_polls_when_the_event_stream_is_unavailable(
+    page: Page, system: System,
+) -> None:
+    page.route("**/api/v1/events*", lambda route: route.fulfill(status=404, body="{}"))
+    with system.client() as api:
+        job = submit(api, {"name": f"ui-poll-{uuid.uuid4().hex[:6]}", "tasks": [
+            {"name": "a", "type": "sleep", "params": {"seconds": 1}, "next": ["b"]},
+            {"name": "b", "type": "noop"}]})
+    log_in(page, system, ADMIN_TOKEN)
+    page.goto(ui_url(system) + f"#/runs/{job['run_id']}")
+    expect(page.locator(".mode")).to_have_attribute("data-mode", "polling")
+    expect(node(page, "b")).to_have_attribute("data-state", "COMPLETED", timeout=RUN_TIMEOUT_MS)
+
+
+def wait_state(api: httpx.Client, run_id: str, state: str, timeout_s: float = 60) -> None:
+    import time
+
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if api.get(f"/runs/{run_id}").json()["state"] == state:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"run {run_id} never reached {state}")
+
+
+LAYOUT = """async () => {
+  const { layout } = await import("./ui/graph_layout.js");
+  const { at, columns, edges } = layout([
+    {name: "a", next: ["b", "c"]}, {name: "b", next: ["d"]}, {name: "c", next: ["x", "d"]},
+    {name: "x", next: ["d"]}, {name: "d", next: ["gone"]}, {name: "lone", next: []},
+  ]);
+  return { columns, edges: edges.length, d: at.get("d") };
+}"""
+SSE = """async () => {
+  const { SseParser } = await import("./ui/sse.js");
+  const parser = new SseParser();
+  const chunks = [": keep-alive\\n\\nevent: run.started\\nid: 1-0\\ndata: {\\"a\\"", ":1}\\r",
+                  "\\n\\r\\ndata: x\\ndata: y\\n", "\\n"];
+  return chunks.map((chunk) => parser.feed(chunk));
+}"""
+
+
+def test_the_graph_layout_and_the_event_parser_in_the_browser(
+    page: Page, system: System,
+) -> None:
+    """The UI's pure modules, run where they run: in Chromium."""
+    page.goto(ui_url(system))
+    laid = page.evaluate(LAYOUT)
+    # Columns by longest path: d comes after x, which comes after c; edges to unknown
+    # tasks are left out; a task without edges starts a column of its own row.
+    assert laid["columns"] == [["a", "lone"], ["b", "c"], ["x"], ["d"]]
+    assert laid["edges"] == 6 and laid["d"] == {"column": 3, "row": 0}
+    assert page.evaluate(SSE) == [
+        [], [], [{"event": "run.started", "id": "1-0", "data": '{"a":1}'}],
+        [{"event": "message", "id": None, "data": "x\ny"}],
+    ]
