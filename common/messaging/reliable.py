@@ -11,6 +11,7 @@ nor doubles the effects of a message.
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import time
@@ -20,9 +21,12 @@ import redis
 
 from common.messaging.wire import open_envelope
 
+log = logging.getLogger(__name__)
+
 PROCESSING = "stellwerk:processing:{owner}"
 ALIVE = "stellwerk:reader:{owner}"
 ALIVE_TTL_S = 15
+RECOVER_EVERY_S = 10.0
 
 _TAKE = """
 local taken = {}
@@ -53,6 +57,7 @@ class BatchReader:
         self._processing = PROCESSING.format(owner=owner)
         self._take = client.register_script(_TAKE)
         self._alive_until = 0.0
+        self._next_recovery = 0.0
 
     def take(self, limit: int, block_s: float) -> list[bytes]:
         """Up to ``limit`` messages; waits up to ``block_s`` on the last queue if all are empty.
@@ -92,6 +97,20 @@ class BatchReader:
         if now >= self._alive_until:
             self._client.set(ALIVE.format(owner=self._owner), "1", ex=ALIVE_TTL_S)
             self._alive_until = now + 1.0
+
+    def recover_orphans_if_due(self, every_s: float = RECOVER_EVERY_S) -> int:
+        """Call :meth:`recover_orphans` at most once per ``every_s``.
+
+        A consuming loop calls this on every turn; scanning the processing lists each
+        turn would cost a round trip per batch for what is rare (a reader that died).
+        """
+        now = time.monotonic()
+        if now < self._next_recovery:
+            return 0
+        self._next_recovery = now + every_s
+        if moved := self.recover_orphans():
+            log.info("requeued %d messages of a stopped reader", moved)
+        return moved
 
     def recover_orphans(self) -> int:
         """Requeue the processing lists of readers that are gone; return how many messages."""

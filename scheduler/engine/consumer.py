@@ -25,7 +25,6 @@ from scheduler.engine.incoming import Incoming, decode
 log = logging.getLogger(__name__)
 ENGINE_QUEUES = (ACTIVATION_QUEUE, RESULTS_QUEUE)  # activations first: they start runs
 IDLE_WAIT_S = 0.02
-RECOVER_EVERY_S = 10.0
 STATS_EVERY_S = 10.0
 # Small batches wait for more only while the engine was busy at least this share of
 # the last second: then it is the bottleneck, and batch size is its throughput.
@@ -100,12 +99,8 @@ class EngineConsumer:
 
     def run(self) -> None:
         """Consume until :attr:`stopping` is set."""
-        next_recovery = 0.0
         while not self.stopping.is_set():
-            if time.monotonic() >= next_recovery:
-                if moved := self._reader.recover_orphans():
-                    log.info("requeued %d messages of a stopped engine", moved)
-                next_recovery = time.monotonic() + RECOVER_EVERY_S
+            self._reader.recover_orphans_if_due()
             raws = self._take()
             if raws:
                 self._flush(raws)

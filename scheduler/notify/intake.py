@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from datetime import datetime
 
@@ -30,7 +29,6 @@ from scheduler.notify.recording import record_batches
 log = logging.getLogger("stellwerk.notify")
 BATCH_SIZE = 200
 BLOCK_S = 1.0
-RECOVER_EVERY_S = 10.0
 
 
 class Intake:
@@ -51,12 +49,8 @@ class Intake:
 
     def run(self) -> None:
         """Take and apply batches until stopped."""
-        next_recovery = 0.0
         while not self.stopping.is_set():
-            if time.monotonic() >= next_recovery:
-                if moved := self._reader.recover_orphans():
-                    log.info("requeued %d messages of a stopped reader", moved)
-                next_recovery = time.monotonic() + RECOVER_EVERY_S
+            self._reader.recover_orphans_if_due()
             raws = self._reader.take(BATCH_SIZE, BLOCK_S)
             if raws:
                 self.apply(raws)

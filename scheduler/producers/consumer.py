@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from datetime import datetime
 
@@ -27,7 +26,6 @@ from scheduler.producers.handler import RequestHandler
 log = logging.getLogger("stellwerk.producers")
 BATCH_SIZE = 50
 WAIT_S = 1.0  # how long an idle take blocks: also how soon a stop is noticed
-RECOVER_EVERY_S = 10.0
 RETRY_AFTER_S = 1.0
 
 
@@ -47,12 +45,8 @@ class RequestConsumer:
 
     def run(self) -> None:
         """Consume until :attr:`stopping` is set."""
-        next_recovery = 0.0
         while not self.stopping.is_set():
-            if time.monotonic() >= next_recovery:
-                if moved := self._reader.recover_orphans():
-                    log.info("requeued %d messages of a stopped reader", moved)
-                next_recovery = time.monotonic() + RECOVER_EVERY_S
+            self._reader.recover_orphans_if_due()
             raws = self._reader.take(BATCH_SIZE, WAIT_S)
             if raws:
                 self._apply(raws)
