@@ -21,6 +21,7 @@ from tests.e2e.conftest import ADMIN_TOKEN, System, submit, wait_run
 from tests.webhook_receiver import Receiver
 
 SECRET = "e2e-webhook-secret"
+QUIET_SPELL_S = 12  # two of the stream's 5 s reads, and past redis-py's 5 s socket timeout
 
 
 def draft_job(api: httpx.Client, **fields: Any) -> dict[str, Any]:
@@ -144,6 +145,23 @@ def test_get_events_streams_a_runs_events_live_and_resumes_after_an_id(
         again = _read_until(resumed, "run.done")
     after = [ident for ident, _, _ in seen][[i for i, _, _ in seen].index(started) + 1:]
     assert [ident for ident, _, _ in again] == after
+
+
+def test_a_stream_outlives_a_quiet_spell_longer_than_the_redis_socket_timeout(
+    system: System, api: httpx.Client,
+) -> None:
+    """redis-py 8 gives up a read after 5 s by default; the stream's read blocks 5 s.
+
+    The quiet spell is the point of the test, so it is waited out: the stream ended
+    with a Redis TimeoutError after the first empty read (seen with ``submit --watch``).
+    """
+    job = draft_job(api)
+    with _stream(system, job_id=job["id"]) as response:
+        time.sleep(QUIET_SPELL_S)
+        run_id = commit(api, job["id"])
+        seen = _read_until(response, "run.done")
+    assert {data["run_id"] for _, name, data in seen if name.startswith("run.")
+            and name != "run.scheduled"} == {run_id}
 
 
 def test_events_are_tenant_filtered_and_foreign_filters_are_404(

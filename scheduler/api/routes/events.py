@@ -29,6 +29,7 @@ from scheduler.services.tenancy import visible_job, visible_run
 
 EVENTS_PATH = "/events"
 READ_BLOCK = timedelta(seconds=5)
+READ_SOCKET_TIMEOUT_S = READ_BLOCK.total_seconds() + 10
 READ_COUNT = 500
 
 router = APIRouter(tags=["events"])
@@ -78,7 +79,9 @@ async def live_client(request: Request) -> AsyncIterator[aioredis.Redis]:
     live: LiveEvents = request.app.state.live_events
     if not live.redis_url:  # the lifespan has refused to start without one already
         raise RuntimeError("STELLWERK_REDIS_URL is not resolved")
-    client = aioredis.Redis.from_url(live.redis_url)
+    # The read blocks for READ_BLOCK when nothing happens: the socket must wait longer
+    # (redis-py 8 gives up reading after 5 s by default, which broke quiet streams).
+    client = aioredis.Redis.from_url(live.redis_url, socket_timeout=READ_SOCKET_TIMEOUT_S)
     try:
         yield client
     finally:
