@@ -1,7 +1,9 @@
 """``stellwerk up`` as a user runs it: start, run a job, Ctrl-C, start again on the same data.
 
 A real ``stellwerk up`` process with its embedded PostgreSQL and Redis under a temporary
-data dir, driven over the REST API with the admin token it stored there.
+data dir, driven over the REST API with the admin token it stored there, and with the
+CLI as the README's quick start does (``submit examples/first-job.yaml --watch``,
+``show``), from the directory whose ``.stellwerk`` holds the token.
 """
 
 from __future__ import annotations
@@ -20,11 +22,14 @@ import httpx
 import psutil
 import pytest
 
+ROOT = Path(__file__).resolve().parents[2]
+
 pytestmark = pytest.mark.e2e
 
 READY_TIMEOUT_S = 90.0
 RUN_TIMEOUT_S = 60.0
 EXIT_TIMEOUT_S = 30.0
+WATCH_TIMEOUT_S = 120.0
 NOOP_JOB = {"name": "e2e-up-noop", "tasks": [{"name": "only", "type": "noop"}]}
 
 
@@ -82,14 +87,14 @@ def start_up(tmp_path: Path) -> Iterator[Callable[[], Up]]:
     started: list[Up] = []
 
     def start() -> Up:
-        up = Up(tmp_path / "data", tmp_path / "up.log")
+        up = Up(tmp_path / ".stellwerk", tmp_path / "up.log")
         started.append(up)
         return up
 
     yield start
     for up in started:
         up.kill()
-    for process in _servers_under(tmp_path / "data"):
+    for process in _servers_under(tmp_path / ".stellwerk"):
         process.kill()
 
 
@@ -103,6 +108,7 @@ def test_up_runs_a_job_stops_cleanly_and_keeps_its_data(
         assert created.status_code == 201, created.text
         job = created.json()
         _await_run_completed(api, job["run_id"], up.output)
+    _follow_the_readme(up, tmp_path)
 
     assert up.interrupt() == 0, up.output()
     _await(lambda: not _servers_under(up.data_dir), 10.0, "the embedded servers to stop", up.output)
@@ -114,6 +120,30 @@ def test_up_runs_a_job_stops_cleanly_and_keeps_its_data(
         assert listed.status_code == 200, listed.text
         assert job["id"] in [j["id"] for j in listed.json()["data"]]
     assert again.interrupt() == 0, again.output()
+
+
+def _follow_the_readme(up: Up, cwd: Path) -> None:
+    """``stellwerk submit examples/first-job.yaml --watch``, then ``stellwerk show RUN``.
+
+    Run in ``cwd``, beside the ``.stellwerk`` data dir, so the CLI finds the admin token
+    as the README says; only the API's URL is given (the port is a free one).
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STELLWERK_")}
+    env["STELLWERK_API_URL"] = up.api.removesuffix("/api/v1")
+    cli = [sys.executable, "-m", "scheduler.cli.main"]
+    watched = subprocess.run(
+        [*cli, "submit", str(ROOT / "examples" / "first-job.yaml"), "--watch"], cwd=cwd,
+        env=env, capture_output=True, text=True, timeout=WATCH_TIMEOUT_S, check=False,
+    )
+    assert watched.returncode == 0, f"{watched.stdout}{watched.stderr}\n{up.output()}"
+    run_id = next(line.split()[1] for line in watched.stdout.splitlines()
+                  if line.startswith("run "))
+    shown = subprocess.run([*cli, "show", run_id], cwd=cwd, env=env, capture_output=True,
+                           text=True, timeout=30, check=False)
+    assert shown.returncode == 0, shown.stderr
+    assert "COMPLETED" in shown.stdout
+    for task in ("prepare", "fetch-a", "fetch-b", "combine"):
+        assert task in shown.stdout, shown.stdout
 
 
 def _await_run_completed(api: httpx.Client, run_id: str, output: Callable[[], str]) -> None:
