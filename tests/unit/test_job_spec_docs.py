@@ -16,3 +16,12 @@ DOC = (Path(__file__).resolve().parents[2] / "docs" / "job-spec.md").read_text()
 def test_every_field_is_documented(model: type[BaseModel]) -> None:
     missing = [name for name in model.model_fields if f"`{name}`" not in DOC]
     assert missing == [], f"{model.__name__} fields missing from docs/job-spec.md"
+
+
+def test_the_readmes_first_job_is_the_example_file() -> None:
+    """The README shows ``examples/first-job.yaml`` as it is (its comment header aside)."""
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text()
+    shown = readme.split("```yaml\n# examples/first-job.yaml\n", 1)[1].split("```", 1)[0]
+    lines = (root / "examples" / "first-job.yaml").read_text().splitlines(keepends=True)
+    assert shown == "".join(line for line in lines if not line.startswith("#"))
