@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import NoReturn
 
 import psycopg
 import pytest
@@ -39,6 +40,23 @@ POSTGRES_IMAGE = "postgres:17-alpine"
 REDIS_IMAGE = "redis:7-alpine"
 DOCKER_PING_TIMEOUT_S = 3
 SESSION_MARKER = "stellwerk:test-session"
+
+
+def in_ci() -> bool:
+    """Whether the tests run in CI: ``CI`` set, as .ci/run and CI services set it (``true``)."""
+    return os.environ.get("CI", "").strip().lower() not in {"", "0", "false", "no"}
+
+
+def skip_or_fail_in_ci(reason: str) -> NoReturn:
+    """Skip a test whose tool (a browser, Compose) is missing; in CI, fail it instead.
+
+    CI installs every tool the tests need (.ci/run), so a missing one there is a broken
+    setup, and a skip would let the acceptance test it guards go unrun unseen.
+    """
+    __tracebackhide__ = True  # reported at the caller's line, not here
+    if in_ci():
+        pytest.fail(f"{reason} (CI is set: a missing tool fails the test there)", pytrace=False)
+    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")

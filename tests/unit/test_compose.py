@@ -8,11 +8,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 from typer.testing import CliRunner
 
 from scheduler.cli.main import build_app
+from tests.conftest import skip_or_fail_in_ci
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPONENTS = {"migrate", "api", "beat", "engine", "worker", "connector", "notify"}
@@ -36,6 +36,23 @@ def test_every_component_is_a_service_of_the_one_image() -> None:
         assert services[name]["healthcheck"]["test"] == ["CMD", "stellwerk", "healthcheck", name]
 
 
+def test_every_component_restarts_and_the_worker_names_its_types() -> None:
+    """A crashed component comes back by itself; the one-shot migrate must not loop.
+
+    A worker without ``--types`` would serve no queue: its tasks would wait forever.
+    """
+    services = compose()["services"]
+    for name in COMPONENTS - {"migrate"} | {"postgres", "redis"}:
+        policy = services[name].get("restart") or services[name].get(
+            "deploy", {}).get("restart_policy", {}).get("condition")
+        assert policy in {"always", "unless-stopped", "on-failure", "any"}, (name, policy)
+    assert services["migrate"].get("restart") in {"no", "on-failure"}
+    command = [str(arg) for arg in services["worker"]["command"]]
+    assert "--types" in command, command
+    types = command[command.index("--types") + 1].split(",")
+    assert types and all(t.strip() and not t.startswith("-") for t in types), command
+
+
 def compose_command() -> list[str] | None:
     """``docker compose`` (v2) or ``docker-compose`` (v1), whichever is installed."""
     docker = shutil.which("docker")
@@ -49,7 +66,7 @@ def compose_command() -> list[str] | None:
 def test_compose_validates_the_file() -> None:
     command = compose_command()
     if command is None:
-        pytest.skip("neither `docker compose` nor `docker-compose` is installed")
+        skip_or_fail_in_ci("neither `docker compose` nor `docker-compose` is installed")
     env = {**os.environ, "STELLWERK_ADMIN_TOKEN": "validate-only"}
     result = subprocess.run([*command, "-f", str(ROOT / "compose.yaml"), "config", "-q"],
                             capture_output=True, text=True, env=env, check=False)

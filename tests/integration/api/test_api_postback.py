@@ -14,9 +14,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from common.callbacks import callback_token
 from common.config import Settings
 from common.messaging.keys import cancel_key
+from common.messaging.messages import TaskResult
 from common.persistence.models import TaskRun
 from scheduler.api.app import create_app
 from scheduler.engine.batch import BatchApplier
+from scheduler.engine.incoming import Incoming
 from tests.integration.api.conftest import auth_headers, start_run
 
 BASE = "/api/v1"
@@ -201,3 +203,41 @@ def test_an_api_without_a_secret_key_verifies_no_callback(
     refused = callback(keyless, run, "log", content="x")
     assert refused.status_code == 403
     assert "STELLWERK_SECRET_KEY" in refused.json()["detail"]
+
+
+@pytest.mark.parametrize("detached", [False, True], ids=["worker-lease", "detached"])
+def test_a_post_back_completes_an_active_task_once_and_repeats_are_answered_alike(
+    client: TestClient, engine: BatchApplier, api_settings: Settings, detached: bool,
+) -> None:
+    """ACTIVE is the usual state for a post-back, not READY: the attempt was started.
+
+    By a worker holding a lease (the post-back overtakes it, so the worker is told to
+    stop) or detached, as a connector hands an attempt to a web service that reports
+    later (nobody runs it here, so nothing is told to stop).
+    """
+    run = one_task_run(client, engine, timeout=300)
+    task_id = uuid.UUID(run["task"]["id"])
+    started = TaskResult(task_run_id=task_id, run_id=uuid.UUID(run["run"]), attempt=1,
+                         kind="started", worker="connector-1", detached=detached)
+    assert engine.apply([Incoming(started.message_id, started.run_id, started)]).applied == 1
+    assert task_of(client, run)["state"] == "ACTIVE"
+
+    body = {"state": "COMPLETED", "output": {"rows": 5}, "message": "done", "attempt": 1}
+    assert outcome(client, run, body).status_code == 204
+    task = task_of(client, run)
+    assert (task["state"], task["output"], task["message"], task["attempt"]) == (
+        "COMPLETED", {"rows": 5}, "done", 1)
+    assert client.get(f"{BASE}/runs/{run['run']}").json()["state"] == "COMPLETED"
+    with redis.Redis.from_url(api_settings.require_urls()[1]) as client_redis:
+        assert bool(client_redis.exists(cancel_key(f"{task_id}:1"))) is not detached
+
+    assert outcome(client, run, body).status_code == 204  # identical: as the first
+    assert outcome(client, run, {k: v for k, v in body.items() if k != "attempt"}
+                   ).status_code == 204
+    other = outcome(client, run, {**body, "state": "FAILED"})
+    assert other.status_code == 409
+    assert other.json()["detail"].startswith("task 'a' is COMPLETED")
+    assert task_of(client, run) == task
+    journal = client.get(f"{BASE}/runs/{run['run']}/journal").json()["entries"]
+    assert [(e["from"], e["actor"]) for e in journal
+            if e["task"] == "a" and e["to"] == "COMPLETED"] == [("ACTIVE", "admin")]

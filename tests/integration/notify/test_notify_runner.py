@@ -7,10 +7,11 @@ import uuid
 from datetime import timedelta
 from typing import Any
 
+from kombu import Connection
+
 from common.messaging.messages import NotifyBatch, utcnow
 from common.messaging.notify import notify_message
 from common.messaging.publisher import Publisher
-from common.messaging.wire import open_envelope
 from scheduler.notify.backoff import NextStep
 from scheduler.notify.deliveries import Attempt, DeliveryStore
 from scheduler.notify.live import EVENTS_CHANNEL, STREAM_KEY
@@ -119,21 +120,42 @@ def test_a_message_read_twice_makes_no_second_delivery(
 def test_a_celery_task_target_gets_the_event_as_its_single_argument(
     notify: Notify, runner: NotifyRunner,
 ) -> None:
+    """Read as the subscriber's Celery worker reads it: kombu, not the product's decoder.
+
+    Decoding with ``open_envelope`` would only prove the product agrees with itself; a
+    kombu consumer proves the message is one any Celery client takes.
+    """
     app, queue = uuid.uuid4().hex, f"test.events.{uuid.uuid4().hex[:6]}"
     sid = notify.subscribe({"events": ["task.*"], "selector": {"application": app},
                             "target": {"celery_task": "billing.on_event", "queue": queue}})
-    sent = event("task.failed", uuid.uuid4(), uuid.uuid4(), application=app, task="a")
+    job, run, task_id = uuid.uuid4(), uuid.uuid4(), uuid.uuid4()
+    sent = event("task.failed", job, run, application=app, task="a", task_id=task_id,
+                 attempt=2, previous="ACTIVE", state="FAILED", reason="exit code 3")
     notify.publish(sent, event("run.failed", uuid.uuid4(), application=app))
     ((delivery, attempts),) = notify.wait_deliveries(sid, finished(1))
 
-    raw = notify.redis.rpop(queue)
-    assert isinstance(raw, bytes)
-    received = open_envelope(raw)
-    assert received.task_name == "billing.on_event"
-    assert received.payload == sent.model_dump(mode="json")
-    assert json.loads(raw)["headers"]["id"] == str(delivery.id)
+    with Connection(notify.settings.redis_url) as conn:
+        consumer = conn.SimpleQueue(queue)
+        try:
+            message = consumer.get(block=True, timeout=10)
+            message.ack()
+        finally:
+            consumer.close()
+    assert message.content_type == "application/json"  # what Celery accepts by default
+    assert message.headers["task"] == "billing.on_event"
+    assert message.headers["id"] == str(delivery.id)
+    args, kwargs, _embed = message.payload
+    assert kwargs == {}
+    (received,) = args
+    assert (received["id"], received["event"], received["job_id"], received["run_id"]) == (
+        str(sent.id), "task.failed", str(job), str(run))
+    assert (received["task"], received["task_id"], received["attempt"]) == (
+        "a", str(task_id), 2)
+    assert (received["previous"], received["state"], received["reason"]) == (
+        "ACTIVE", "FAILED", "exit code 3")
+    assert received == sent.model_dump(mode="json")
     assert (delivery.state, [a.error for a in attempts]) == ("delivered", [""])
-    assert notify.redis.llen(queue) == 0
+    assert notify.redis.llen(queue) == 0  # the run.failed event matched no "task.*"
 
 
 def test_a_run_goes_to_a_subscriber_one_event_at_a_time_other_runs_do_not_wait(

@@ -60,6 +60,8 @@ def _handler(api: CannedApi) -> type[BaseHTTPRequestHandler]:
 
         do_GET = _serve
         do_POST = _serve
+        do_PATCH = _serve
+        do_DELETE = _serve
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
             return
@@ -72,7 +74,8 @@ def canned_api() -> Iterator[CannedApi]:
     """A real HTTP server on a free local port, serving the replies a test sets up."""
     api = CannedApi()
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(api))
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # shutdown() waits for the loop's next poll: 0.5 s by default, per test.
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
     thread.start()
     api.url = f"http://127.0.0.1:{server.server_address[1]}"
     try:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import typer.main
 from typer.testing import CliRunner, Result
 
 from scheduler.cli.main import build_app
@@ -185,3 +186,79 @@ def test_an_unreachable_api_is_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert result.output.startswith("error: cannot reach the API at http://127.0.0.1:9/api/v1")
     assert len(result.output.strip().splitlines()) == 1
+
+
+# -- every client command: the connection options, and failures as one line
+
+# Commands that are no REST client: the components, ``up``, and the container health
+# check (it reads Redis and PostgreSQL). Any other command talks to the API.
+NOT_CLIENTS = {"api", "engine", "beat", "notify", "worker", "connector", "migrate",
+               "healthcheck", "up"}
+# Named so that a client command renamed or dropped is noticed, not silently unchecked.
+CLIENTS = {"submit", "jobs", "runs", "show", "watch", "logs", "cancel", "pause", "resume",
+           "retry", "confirm", "reject", "skip", "run-now", "token create", "job commit",
+           "job enable", "job disable", "job delete"}
+
+
+def leaf_commands(command: Any, path: str = "") -> Iterator[tuple[str, Any]]:
+    """``("job enable", command)`` for each command that runs something, groups walked."""
+    subcommands = getattr(command, "commands", None)
+    if subcommands is None:
+        yield path, command
+        return
+    for name, sub in subcommands.items():
+        yield from leaf_commands(sub, f"{path} {name}".strip())
+
+
+def test_every_client_command_takes_api_url_and_token() -> None:
+    commands = dict(leaf_commands(typer.main.get_command(build_app())))
+    clients = {name: c for name, c in commands.items() if name not in NOT_CLIENTS}
+
+    assert set(clients) >= CLIENTS
+    assert set(commands) >= NOT_CLIENTS
+    missing = {name: sorted({"--api-url", "--token"} - {o for p in c.params for o in p.opts})
+               for name, c in clients.items()}
+    assert {name: lacks for name, lacks in missing.items() if lacks} == {}
+
+
+CLIENT_CALLS = [
+    ["submit", "job.yaml"], ["jobs"], ["runs", JOB_ID], ["show", RUN_ID], ["watch", RUN_ID],
+    ["logs", RUN_ID, "load"], ["logs", RUN_ID, "load", "--follow"], ["cancel", RUN_ID],
+    ["pause", RUN_ID], ["resume", RUN_ID], ["retry", RUN_ID, "--task", "load"],
+    ["confirm", RUN_ID, "--task", "load"], ["reject", RUN_ID, "--task", "load"],
+    ["skip", RUN_ID, "--task", "load"], ["run-now", JOB_ID], ["job", "commit", JOB_ID],
+    ["job", "enable", JOB_ID], ["job", "disable", JOB_ID], ["job", "delete", JOB_ID, "--force"],
+    ["token", "create", "--name", "ci", "--scope", "job.read"],
+]
+
+
+def failed_in_one_line(result: Result) -> str:
+    """The one line a failed command printed; no traceback, no exception escaped."""
+    assert result.exit_code == 1, result.output
+    assert isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "Traceback" not in result.output
+    (line,) = result.output.strip().splitlines()
+    return line
+
+
+@pytest.mark.parametrize("args", CLIENT_CALLS, ids=" ".join)
+def test_a_client_command_against_an_unreachable_api_fails_in_one_line(
+    args: list[str], tmp_path: Path,
+) -> None:
+    (tmp_path / "job.yaml").write_text("name: n\ntasks:\n  - {name: a, type: noop}\n")
+
+    line = failed_in_one_line(stellwerk("http://127.0.0.1:9", *args))
+
+    assert line.startswith("error: ") and "http://127.0.0.1:9/api/v1" in line
+
+
+@pytest.mark.parametrize("args", CLIENT_CALLS, ids=" ".join)
+def test_a_client_command_answered_404_fails_in_one_line(
+    args: list[str], canned_api: Any, tmp_path: Path,
+) -> None:
+    (tmp_path / "job.yaml").write_text("name: n\ntasks:\n  - {name: a, type: noop}\n")
+
+    line = failed_in_one_line(stellwerk(canned_api.url, *args))  # no route: 404 for all
+
+    assert line.startswith("error: 404 no route /api/v1/")
+    assert canned_api.requests, "the command sent nothing"
