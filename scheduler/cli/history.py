@@ -14,7 +14,6 @@ from urllib.parse import quote, urlencode
 import httpx
 import typer
 from rich.console import Console
-from rich.table import Table
 
 from scheduler.cli.client import (
     ApiUrlOption,
@@ -26,6 +25,7 @@ from scheduler.cli.client import (
     resolve_connection,
 )
 from scheduler.cli.errors import CliError, reporting_errors
+from scheduler.cli.tables import FittedTable, LeaveOut, Squeeze
 from scheduler.cli.views import format_time, state_text
 
 PANEL = "Client"
@@ -50,10 +50,19 @@ def runs(
     Console().print(runs_table(list(page.get("data") or [])))
 
 
-def runs_table(items: list[dict[str, Any]]) -> Table:
-    """A table of runs as ``GET /jobs/{id}/runs`` lists them."""
+def runs_table(items: list[dict[str, Any]]) -> FittedTable:
+    """A table of runs as ``GET /jobs/{id}/runs`` lists them; the ids always whole."""
     today = datetime.now(UTC).astimezone().date()
-    table = Table("#", "id", "state", "trigger", "scheduled for", "started", "finished")
+    # The times wrap (date over time) before ``scheduled for`` (mostly the start again)
+    # and then the trigger are left out.
+    table = FittedTable(
+        ("#", "id", "state", "trigger", "scheduled for", "started", "finished"),
+        give_way=(
+            Squeeze("scheduled for", 10), Squeeze("started", 10), Squeeze("finished", 10),
+            LeaveOut("scheduled for"), LeaveOut("trigger"),
+        ),
+        right=("#",),
+    )
     for run in items:
         table.add_row(
             str(run.get("number", "")), str(run.get("id")), state_text(run.get("state")),

@@ -7,12 +7,12 @@ the verbs of one kind of object; ``jobs`` and ``run-now`` stand beside ``submit`
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Annotated, Any
 from urllib.parse import quote, urlencode
 
 import typer
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
 from scheduler.cli.client import (
@@ -25,7 +25,8 @@ from scheduler.cli.client import (
     resolve_connection,
 )
 from scheduler.cli.errors import reporting_errors
-from scheduler.cli.views import state_text
+from scheduler.cli.tables import FittedTable, LeaveOut, Squeeze
+from scheduler.cli.views import format_time, state_text
 
 PANEL = "Client"
 JobArgument = Annotated[str, typer.Argument(help="The job's id.", show_default=False)]
@@ -114,14 +115,24 @@ def delete(
     Console().print(f"job {job} deleted")
 
 
-def jobs_table(jobs: list[dict[str, Any]]) -> Table:
-    """A table of jobs as ``GET /jobs`` lists them."""
-    table = Table("id", "name", "state", "schedule", "enabled", "version", "created")
+def jobs_table(jobs: list[dict[str, Any]]) -> FittedTable:
+    """A table of jobs as ``GET /jobs`` lists them; the ids always whole."""
+    today = datetime.now(UTC).astimezone().date()
+    # The creation time wraps first (date over time), then the schedule, then the name;
+    # past that the version and the creation time are left out, the enabled flag last.
+    table = FittedTable(
+        ("id", "name", "state", "schedule", "enabled", "version", "created"),
+        give_way=(
+            Squeeze("created", 10), Squeeze("schedule", 9), Squeeze("name", 8),
+            LeaveOut("version"), LeaveOut("created"), LeaveOut("enabled"),
+        ),
+        right=("version",),
+    )
     for job in jobs:
         table.add_row(
             str(job.get("id")), str(job.get("name")), state_text(job.get("state")),
             _schedule(job.get("schedule")), "yes" if job.get("enabled") else "no",
-            str(job.get("version")), str(job.get("created_at", ""))[:19],
+            str(job.get("version")), format_time(job.get("created_at"), today),
         )
     return table
 

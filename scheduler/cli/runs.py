@@ -22,7 +22,7 @@ from scheduler.cli.errors import CliError, reporting_errors
 from scheduler.cli.events import run_events
 from scheduler.cli.specfile import load_job_spec
 from scheduler.cli.views import run_view
-from scheduler.cli.watch import exit_code, follow_run
+from scheduler.cli.watch import UnservedTypes, exit_code, follow_run
 
 PANEL = "Client"
 RunArgument = Annotated[str, typer.Argument(help="The run's id.", show_default=False)]
@@ -58,8 +58,7 @@ def submit(
             raise CliError(
                 f"job {job.get('id')} has no run to watch yet (state {job.get('state')})"
             )
-        final = follow_run(lambda: _get_run(http, str(run_id)), console,
-                           events=lambda: run_events(http, str(run_id)))
+        final = _follow(http, str(run_id), console)
     raise typer.Exit(exit_code(final))
 
 
@@ -82,9 +81,17 @@ def watch(
 ) -> None:
     """Follow a run live until it ends; exit 0 if it COMPLETED, else 1."""
     with api_client(resolve_connection(api_url, token, data_dir)) as http:
-        final = follow_run(lambda: _get_run(http, run), Console(),
-                           events=lambda: run_events(http, run))
+        final = _follow(http, run, Console())
     raise typer.Exit(exit_code(final))
+
+
+def _follow(http: httpx.Client, run_id: str, console: Console) -> dict[str, Any]:
+    """Follow the run live; say so when a task waits for a type no worker serves."""
+    return follow_run(
+        lambda: _get_run(http, run_id), console,
+        events=lambda: run_events(http, run_id),
+        notice=UnservedTypes(lambda: call(http, "GET", "/processors")),
+    )
 
 
 def _get_run(http: httpx.Client, run_id: str) -> dict[str, Any]:

@@ -6,13 +6,13 @@ from collections import Counter
 from datetime import UTC, date, datetime
 from typing import Any
 
-from rich import box
 from rich.console import Group, RenderableType
 from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
 from common.domain.states import RUN_TERMINAL, TASK_TERMINAL
+from scheduler.cli.tables import FittedTable, LeaveOut, Squeeze
 
 STATE_STYLES = {
     "COMPLETED": "green",
@@ -81,19 +81,19 @@ def progress_line(run: dict[str, Any]) -> Table:
     return grid
 
 
-def task_table(run: dict[str, Any]) -> Table:
+def task_table(run: dict[str, Any]) -> FittedTable:
     """One row per task: name, type, state, attempt, worker, started, finished, message."""
-    # Only the name, worker and message may wrap: on a narrow terminal the widest of them
-    # gives way first, and states and times stay readable.
-    table = Table(header_style="bold", box=box.SIMPLE_HEAD, show_edge=False)
-    table.add_column("name", overflow="fold")
-    table.add_column("type", no_wrap=True)
-    table.add_column("state", no_wrap=True)
-    table.add_column("attempt", no_wrap=True, justify="right")
-    table.add_column("worker", overflow="fold")
-    table.add_column("started", no_wrap=True)
-    table.add_column("finished", no_wrap=True)
-    table.add_column("message", overflow="fold")
+    # On a narrow terminal the message gives way first (it wraps in words), then the times
+    # (date over time) and the name; then the times are left out, and only then does the
+    # worker wrap, so a worker name of the usual length stays whole at 80 columns.
+    table = FittedTable(
+        ("name", "type", "state", "attempt", "worker", "started", "finished", "message"),
+        give_way=(
+            Squeeze("message", 12), Squeeze("started", 10), Squeeze("finished", 10),
+            Squeeze("name", 8), LeaveOut("finished"), LeaveOut("started"), Squeeze("worker", 12),
+        ),
+        right=("attempt",),
+    )
     today = datetime.now(UTC).astimezone().date()
     for task in run.get("tasks", ()):
         table.add_row(
@@ -104,7 +104,7 @@ def task_table(run: dict[str, Any]) -> Table:
             str(task.get("worker") or ""),
             format_time(task.get("started_at"), today),
             format_time(task.get("finished_at"), today),
-            Text(str(task.get("message") or "")),
+            str(task.get("message") or ""),
         )
     return table
 

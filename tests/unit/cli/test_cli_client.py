@@ -42,9 +42,9 @@ def a_run(state: str, *task_states: str) -> dict[str, Any]:
             "progress": progress, "tasks": tasks}  # fmt: skip
 
 
-def stellwerk(api_url: str, *args: str, token: str | None = "t0k3n") -> Result:
+def stellwerk(api_url: str, *args: str, token: str | None = "t0k3n", columns: int = 200) -> Result:
     options = ["--api-url", api_url] + (["--token", token] if token else [])
-    return CliRunner().invoke(build_app(), [*args, *options], env={"COLUMNS": "200"})
+    return CliRunner().invoke(build_app(), [*args, *options], env={"COLUMNS": str(columns)})
 
 
 @pytest.fixture(autouse=True)
