@@ -62,8 +62,11 @@ class BatchReader:
     def take(self, limit: int, block_s: float) -> list[bytes]:
         """Up to ``limit`` messages; waits up to ``block_s`` on the last queue if all are empty.
 
-        The earlier queues are looked at again right after the wait, so their latency
-        when idle is at most ``block_s``.
+        The earlier queues are looked at again right after an empty wait, so their
+        latency when idle is at most ``block_s``. A wait that ends with a message
+        returns that message alone: at a steady trickle nothing else is queued, and
+        looking would cost a round trip per message; what a burst queued behind it is
+        taken by the next call, which does not wait.
         """
         self.heartbeat()
         if taken := self.take_more(limit):
@@ -72,7 +75,7 @@ class BatchReader:
         if first is None:
             return self.take_more(limit)
         assert isinstance(first, bytes)  # the client does not decode responses
-        return [first, *self.take_more(limit - 1)]
+        return [first]
 
     def take_more(self, limit: int) -> list[bytes]:
         """Up to ``limit`` messages (into the current batch), without waiting."""

@@ -24,7 +24,7 @@ from common.persistence.outbox import OutboxRelay
 from scheduler.engine.changes import ChangeSet
 from scheduler.engine.incoming import Incoming, activation_event, result_event
 from scheduler.engine.loading import RunLoader, RunRecord
-from scheduler.engine.writer import claim_messages, forget_published, read_storage, write
+from scheduler.engine.writer import forget_published, write
 
 log = logging.getLogger(__name__)
 # An attempt in these states can still report: its logs, storage and lease count. A
@@ -63,13 +63,16 @@ class BatchApplier:
         records: dict[uuid.UUID, RunRecord] = {}
         try:
             with self._sessions.begin() as session:
-                fresh = claim_messages(session, [m.message_id for m in batch])
+                # The runs of redelivered messages are locked too (rare, and harmless):
+                # claiming and locking then take one round trip.
+                fresh, records = self._loader.claim_and_lock(
+                    session, [m.message_id for m in batch], {m.run_id for m in batch},
+                )
                 todo = [m for m in batch if m.message_id in fresh]
-                records = self._loader.lock(session, {m.run_id for m in todo})
                 changes = ChangeSet(self._clock(), self._lease_ttl)
                 for message in todo:
                     self._apply_one(records.get(message.run_id), message, changes)
-                changes.build_dispatches(read_storage(session, changes))
+                changes.build_dispatches()
                 outbox_ids = write(session, list(records.values()), changes, self._published)
         except BaseException:
             for run_id in records:

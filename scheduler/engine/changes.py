@@ -151,10 +151,18 @@ class ChangeSet:
             previous=old.value, state=new.value, reason=reason, **task,
         )
 
-    def build_dispatches(self, storage: dict[uuid.UUID, dict[str, Any]]) -> None:
-        """Turn the batch's dispatch effects into outbox messages (storage read once)."""
+    def build_dispatches(self) -> None:
+        """Turn the batch's dispatch effects into outbox messages.
+
+        A dispatch carries the job storage: as a result of this batch saved it, or as
+        the run's lock query read it.
+        """
+        stored: dict[uuid.UUID, dict[str, Any]] = {}
         for run, effect in self.dispatches:
-            job_storage = self.storage.get(run.job.id, storage.get(run.job.id, {}))
+            job_id = run.job.id
+            if job_id not in self.storage and job_id not in stored:
+                stored[job_id] = run.stored_storage()
+            job_storage = self.storage.get(job_id, stored.get(job_id, {}))
             self.messages.append(dispatch_message(run, effect, job_storage))
 
 

@@ -26,7 +26,7 @@ from common.persistence.outbox import OutboxRelay
 from scheduler.engine.changes import ChangeSet
 from scheduler.engine.loading import RunLoader, RunRecord
 from scheduler.engine.stopper import Stopper
-from scheduler.engine.writer import read_storage, write
+from scheduler.engine.writer import write
 from scheduler.services.errors import Conflict, NotFound
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,7 @@ class RunControl:
                     raise Conflict(str(refused)) from refused
                 record.snapshot.apply(transition)
                 changes.record(record, transition, None)
-            changes.build_dispatches(read_storage(session, changes))
+            changes.build_dispatches()
             outbox_ids = write(session, [record], changes, [])
         names = ", ".join(type(event).__name__ for event in events)
         log.info("run %s: %s applied for %s", run_id, names, actor)

@@ -116,9 +116,9 @@ class EngineConsumer:
         applied at once. A message that arrives while the engine idles is applied at
         once too.
         """
-        raws = self._reader.take_more(self._batch_size)
+        raws = self._reader.take(self._batch_size, IDLE_WAIT_S)
         if not raws:
-            return self._reader.take(self._batch_size, IDLE_WAIT_S)
+            return raws
         busy = self._load.ratio() >= LINGER_WHEN_BUSY
         if busy and len(raws) < self._batch_size // 4 and self._linger_s:
             self.stopping.wait(self._linger_s)

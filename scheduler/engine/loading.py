@@ -7,7 +7,9 @@ on two engines are applied one after the other: the join is dispatched once.
 
 from __future__ import annotations
 
+import json
 import uuid
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -41,17 +43,30 @@ class RunRecord:
     # Tasks whose current attempt is detached (``TaskResult.detached``): completed by
     # someone else, held by their timeout instead of a worker's lease.
     detached: set[str] = field(default_factory=set)
+    # The job storage as the lock query read it (JSON text), for the dispatches of this
+    # transaction; parsed only when a dispatch needs it.
+    storage_json: str | None = None
 
     def __post_init__(self) -> None:
         """Index task runs by id, for results that name the task run."""
         self.names_by_id = {v: k for k, v in self.task_run_ids.items()}
 
+    def stored_storage(self) -> dict[str, Any]:
+        """The job storage committed before this transaction (``{}`` when there is none)."""
+        data = json.loads(self.storage_json) if self.storage_json else {}
+        return data if isinstance(data, dict) else {}
+
 
 LOCK_RUNS = (
     "SELECT r.id, r.job_id, r.number, r.state, r.version, r.started_at, j.version, "
-    "s.last_success_start, s.last_success_finish FROM runs r JOIN jobs j ON j.id = r.job_id "
+    "s.last_success_start, s.last_success_finish, s.data::text "
+    "FROM runs r JOIN jobs j ON j.id = r.job_id "
     "LEFT JOIN job_storage s ON s.job_id = r.job_id "
     "WHERE r.id = ANY(%s) ORDER BY r.id FOR UPDATE OF r"
+)
+CLAIM_MESSAGES = (
+    "INSERT INTO consumed_messages (message_id) SELECT unnest(%s::uuid[]) "
+    "ON CONFLICT DO NOTHING RETURNING message_id"
 )
 LOAD_TASK_RUNS = (
     "SELECT run_id, id, name, state, attempt, base, detached FROM task_runs "
@@ -72,8 +87,28 @@ class RunLoader:
         Runs whose cached snapshot is stale are loaded together: one query for their
         task runs and one set for the job structures missing from the cache.
         """
+        return self.claim_and_lock(session, [], run_ids)[1]
+
+    def claim_and_lock(
+        self, session: Session, message_ids: list[uuid.UUID], run_ids: Iterable[uuid.UUID],
+    ) -> tuple[set[uuid.UUID], dict[uuid.UUID, RunRecord]]:
+        """Record ``message_ids`` as consumed and lock the runs, in one round trip.
+
+        Returns the message ids not seen before and the locked runs' records. The task
+        runs of runs this engine has not cached (a run it starts, most often) are read
+        in the same round trip, after the lock; only a cached run that another engine
+        changed meanwhile costs one more.
+        """
         conn = driver(session)
-        rows = conn.execute(LOCK_RUNS, (sorted(set(run_ids)),)).fetchall()
+        ids = sorted(set(run_ids))
+        unknown = [run_id for run_id in ids if run_id not in self._cache]
+        with conn.pipeline():
+            claimed = conn.execute(CLAIM_MESSAGES, (message_ids,)) if message_ids else None
+            locked = conn.execute(LOCK_RUNS, (ids,))
+            prefetched = conn.execute(LOAD_TASK_RUNS, (unknown,)) if unknown else None
+        fresh = {row[0] for row in claimed.fetchall()} if claimed is not None else set()
+        rows = locked.fetchall()
+        task_rows = _by_run(prefetched.fetchall() if prefetched is not None else [])
         records: dict[uuid.UUID, RunRecord] = {}
         stale = []
         for row in rows:
@@ -82,10 +117,12 @@ class RunLoader:
                 records[row[0]] = cached
             else:
                 stale.append(row)
-        records.update(self._load(conn, stale))
+        records.update(self._load(conn, stale, task_rows))
         for row in rows:
-            records[row[0]].last_success_start, records[row[0]].last_success_finish = row[7:9]
-        return records
+            record = records[row[0]]
+            record.last_success_start, record.last_success_finish = row[7:9]
+            record.storage_json = row[9]
+        return fresh, records
 
     def remember(self, record: RunRecord) -> None:
         """Keep a record after its changes committed (its version was bumped)."""
@@ -95,14 +132,25 @@ class RunLoader:
         """Drop a record whose transaction did not commit."""
         self._cache.pop(run_id, None)
 
-    def _load(self, conn: PgConnection[Any], rows: list[Any]) -> dict[uuid.UUID, RunRecord]:
+    def _load(
+        self, conn: PgConnection[Any], rows: list[Any], task_rows: dict[uuid.UUID, list[Any]],
+    ) -> dict[uuid.UUID, RunRecord]:
+        """Records of locked runs; task runs not in ``task_rows`` are read here."""
         if not rows:
             return {}
         jobs = self._structures.get_many(conn, {row[1]: row[6] for row in rows})
-        task_rows: dict[uuid.UUID, list[Any]] = {row[0]: [] for row in rows}
-        for task_row in conn.execute(LOAD_TASK_RUNS, ([row[0] for row in rows],)):
-            task_rows[task_row[0]].append(task_row[1:])
-        return {row[0]: _record(row, jobs[row[1]], task_rows[row[0]]) for row in rows}
+        missing = [row[0] for row in rows if row[0] not in task_rows]
+        if missing:
+            task_rows = {**task_rows, **_by_run(conn.execute(LOAD_TASK_RUNS, (missing,)))}
+        return {row[0]: _record(row, jobs[row[1]], task_rows.get(row[0], [])) for row in rows}
+
+
+def _by_run(task_rows: Iterable[Any]) -> dict[uuid.UUID, list[Any]]:
+    """Task run rows grouped by their run id (the first column, dropped)."""
+    grouped: dict[uuid.UUID, list[Any]] = defaultdict(list)
+    for task_row in task_rows:
+        grouped[task_row[0]].append(task_row[1:])
+    return grouped
 
 
 def _record(row: Any, job: JobStructure, task_rows: list[Any]) -> RunRecord:

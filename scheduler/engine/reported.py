@@ -37,7 +37,7 @@ from scheduler.engine.commands import relay_and_stop, task_name
 from scheduler.engine.incoming import result_event
 from scheduler.engine.loading import RunLoader, RunRecord
 from scheduler.engine.stopper import Stopper
-from scheduler.engine.writer import claim_messages, read_storage, write
+from scheduler.engine.writer import claim_messages, write
 from scheduler.services.errors import Conflict, NotFound
 
 log = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ class Reports:
             _require_current(name, view, attempt)
             changes = ChangeSet(self._clock(), self._lease_ttl, actor=reporter)
             self._record(record, name, report.result(record, name, attempt, reporter), changes)
-            changes.build_dispatches(read_storage(session, changes))
+            changes.build_dispatches()
             outbox_ids = write(session, [record], changes, [])
         log.info("run %s task %s attempt %d: %s %s reported by %s", run_id, name, attempt,
                  report.kind, report.outcome or "", reporter)

@@ -20,14 +20,9 @@ from sqlalchemy.orm import Session
 from common.messaging.notify import notify_message
 from common.persistence.db import driver
 from scheduler.engine.changes import ChangeSet
-from scheduler.engine.loading import RunRecord
+from scheduler.engine.loading import CLAIM_MESSAGES, RunRecord
 
-CLAIM = (
-    "INSERT INTO consumed_messages (message_id) SELECT unnest(%s::uuid[]) "
-    "ON CONFLICT DO NOTHING RETURNING message_id"
-)
 FORGET = "DELETE FROM outbox WHERE id = ANY(%s)"
-READ_STORAGE = "SELECT job_id, data FROM job_storage WHERE job_id = ANY(%s)"
 INSERT_JOURNAL = (
     "INSERT INTO journal (run_id, task, attempt, at, from_state, to_state, reason, actor) "
     "VALUES (%(run_id)s, %(task)s, %(attempt)s, %(at)s, %(from_state)s, %(to_state)s, "
@@ -58,7 +53,7 @@ def claim_messages(session: Session, ids: list[uuid.UUID]) -> set[uuid.UUID]:
     """Record message ids as consumed; return those not seen before (one statement)."""
     if not ids:
         return set()
-    return {row[0] for row in driver(session).execute(CLAIM, (ids,))}
+    return {row[0] for row in driver(session).execute(CLAIM_MESSAGES, (ids,))}
 
 
 def forget_published(session: Session, ids: list[int]) -> None:
@@ -71,14 +66,6 @@ def forget_published(session: Session, ids: list[int]) -> None:
         conn = driver(session)
         conn.execute("SET LOCAL synchronous_commit = off")
         conn.execute(FORGET, (ids,))
-
-
-def read_storage(session: Session, changes: ChangeSet) -> dict[uuid.UUID, dict[str, Any]]:
-    """Job storage of the jobs that get dispatches in this batch."""
-    job_ids = list({run.job.id for run, _ in changes.dispatches})
-    if not job_ids:
-        return {}
-    return {row[0]: row[1] for row in driver(session).execute(READ_STORAGE, (job_ids,))}
 
 
 def write(
