@@ -157,13 +157,11 @@ class ChangeSet:
         A dispatch carries the job storage: as a result of this batch saved it, or as
         the run's lock query read it.
         """
-        stored: dict[uuid.UUID, dict[str, Any]] = {}
+        known = dict(self.storage)
         for run, effect in self.dispatches:
-            job_id = run.job.id
-            if job_id not in self.storage and job_id not in stored:
-                stored[job_id] = run.stored_storage()
-            job_storage = self.storage.get(job_id, stored.get(job_id, {}))
-            self.messages.append(dispatch_message(run, effect, job_storage))
+            if run.job.id not in known:
+                known[run.job.id] = run.stored_storage()
+            self.messages.append(dispatch_message(run, effect, known[run.job.id]))
 
 
 def _columns_for(
