@@ -136,6 +136,19 @@ class Supervisor:
         """How many times the child called ``name`` was started again after dying."""
         return self._child(name).restarts
 
+    def unsettled(self, settled: timedelta) -> dict[str, int]:
+        """Children down, or up for less than ``settled``: name → restarts so far.
+
+        A child that crashes at import (a missing dependency, say) dies within a second
+        or two of every start; one up for ``settled`` has got past that.
+        """
+        with self._lock:
+            now = self._clock()
+            return {
+                child.spec.name: child.restarts for child in self._children
+                if child.process is None or now - child.started_at < settled.total_seconds()
+            }
+
     def pid(self, name: str) -> int | None:
         """The process id of the running child called ``name``, if it is running."""
         process = self._child(name).process

@@ -43,6 +43,7 @@ log = logging.getLogger(__name__)
 
 CHILDREN = ("api", "engine", "beat", "notify", "worker")
 STOP_GRACE = timedelta(seconds=10)
+SETTLED = timedelta(seconds=3)  # up this long after its last start, a component counts as up
 
 
 @dataclass(frozen=True)
@@ -126,7 +127,10 @@ def _run_until_stopped(
     supervisor = Supervisor(plan_children(sys.executable, env, options), output)
     stack.callback(_stop_children, supervisor)
     supervisor.start()
-    if wait_until_healthy(options.api_base + "/healthz", stop):
+    ready = wait_until_healthy(
+        options.api_base + "/healthz", stop, unsettled=lambda: supervisor.unsettled(SETTLED)
+    )
+    if ready:
         print_ready(output.console, options, token, read_admin_token(options.data_dir) == token)
     while not stop.wait(0.5):
         pass
@@ -213,21 +217,33 @@ def wait_until_healthy(
     url: str,
     stop: threading.Event,
     *,
+    unsettled: Callable[[], Mapping[str, int]] = dict,
     interval: timedelta = timedelta(milliseconds=500),
-    patience: timedelta = timedelta(seconds=60),
+    patience: timedelta = timedelta(seconds=15),
     clock: Callable[[], float] = time.monotonic,
 ) -> bool:
-    """Poll ``url`` until it answers 200 (True) or ``stop`` is set (False)."""
+    """Poll until ``url`` answers 200 and nothing is ``unsettled`` (True), or ``stop`` (False).
+
+    ``unsettled`` names the components not yet up for a while, with their restarts: the
+    API can answer while the worker dies at every start, and "ready" would then be a lie.
+    """
     warn_at = clock() + patience.total_seconds()
     with httpx.Client(timeout=2.0) as http:
         while not stop.is_set():
-            if _answers(http, url):
+            waiting = unsettled()
+            if not waiting and _answers(http, url):
                 return True
             if clock() >= warn_at:
-                log.warning("%s has not answered yet; still waiting", url)
+                log.warning("not ready yet: %s", _waiting_for(url, waiting))
                 warn_at = clock() + patience.total_seconds()
             stop.wait(interval.total_seconds())
     return False
+
+
+def _waiting_for(url: str, unsettled: Mapping[str, int]) -> str:
+    restarting = [f"{name} (restarted {n} times; its output above says why)"
+                  for name, n in unsettled.items() if n]
+    return ", ".join(restarting) or f"{url} has not answered, or a component is still starting"
 
 
 def print_ready(console: Console, options: UpOptions, token: str, token_stored: bool) -> None:

@@ -110,6 +110,24 @@ def test_a_child_that_dies_is_restarted_and_the_others_are_left_alone(
     assert "crashy exited with code 3; restarting in" in caplog.text
 
 
+def test_a_child_counts_as_settled_only_once_it_has_stayed_up(
+    stack: Callable[..., tuple[Supervisor, Lines, Recorder]],
+    wait_until: Callable[..., None],
+) -> None:
+    supervisor, lines, _ = stack(
+        ChildSpec("steady", python(SLEEPER)),
+        ChildSpec("crashy", python("raise SystemExit(3)")),
+    )
+    supervisor.start()
+    lines.wait_for("steady", "ready")
+    wait_until(lambda: supervisor.restarts("crashy") >= 2, "crashy to be restarted twice")
+
+    assert supervisor.unsettled(timedelta(0)).keys() <= {"crashy"}
+    assert supervisor.unsettled(timedelta(hours=1)).keys() == {"steady", "crashy"}
+    assert supervisor.unsettled(timedelta(hours=1))["crashy"] >= 2
+    assert supervisor.unsettled(timedelta(hours=1))["steady"] == 0
+
+
 def test_stop_terminates_every_child(
     stack: Callable[..., tuple[Supervisor, Lines, Recorder]],
 ) -> None:

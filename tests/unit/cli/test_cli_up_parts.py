@@ -61,6 +61,24 @@ def test_health_wait_returns_once_healthz_answers(canned_api: Any) -> None:
     assert len(canned_api.calls("GET", "/api/v1/healthz")) == 3
 
 
+def test_health_wait_holds_the_banner_while_a_component_keeps_restarting(
+    canned_api: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    canned_api.reply("GET", "/api/v1/healthz", *[(200, {"status": "ok"})] * 10)
+    settling = [{"worker": 2}, {"worker": 3}, {}]
+    ticks = iter(range(100))
+
+    ready = wait_until_healthy(
+        canned_api.url + "/api/v1/healthz", threading.Event(), unsettled=lambda: settling.pop(0),
+        interval=timedelta(milliseconds=1), patience=timedelta(seconds=1),
+        clock=lambda: float(next(ticks)),
+    )  # fmt: skip
+
+    assert ready
+    assert settling == []
+    assert "not ready yet: worker (restarted 3 times; its output above says why)" in caplog.text
+
+
 def test_health_wait_gives_up_when_asked_to_stop() -> None:
     stop = threading.Event()
     stop.set()
