@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from types import TracebackType
@@ -49,3 +51,15 @@ class Processes:
             self.stop(name)
         if kind is not None:
             print(f"process logs in {self.logs}")  # noqa: T201
+
+
+def start_stellwerk(procs: Processes, database_url: str, redis_url: str,
+                    concurrency: int = 8) -> None:
+    """Engine, beat and one worker of ``noop`` tasks (threads x ``concurrency``)."""
+    env = {**os.environ, "STELLWERK_DATABASE_URL": database_url,
+           "STELLWERK_REDIS_URL": redis_url, "PYTHONUNBUFFERED": "1"}
+    cli = [sys.executable, "-m", "scheduler.cli.main"]
+    procs.start("engine", [*cli, "engine"], env)
+    procs.start("beat", [*cli, "beat"], env)
+    procs.start("worker", [*cli, "worker", "--types", "noop", "--concurrency",
+                           str(concurrency), "--pool", "threads"], env)

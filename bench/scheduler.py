@@ -29,7 +29,6 @@ Servers: ``STELLWERK_BENCH_DATABASE_URL`` / ``STELLWERK_BENCH_REDIS_URL`` or emb
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 import uuid
@@ -37,13 +36,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import psutil
 import psycopg
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.harness import percentile, servers, wait_for  # noqa: E402
-from bench.processes import Processes  # noqa: E402
+from bench.processes import Processes, start_stellwerk  # noqa: E402
 from common.domain.spec import JobSpec  # noqa: E402
 from common.persistence.db import make_engine, make_sessions  # noqa: E402
 from common.persistence.models import Base  # noqa: E402
@@ -142,13 +142,10 @@ class MachineLoad:
     """How busy all CPUs were since construction: busy %, steal % (psutil's counters)."""
 
     def __init__(self) -> None:
-        import psutil
-
-        self._psutil = psutil
         self._before = psutil.cpu_times()
 
     def since(self) -> str:
-        after = self._psutil.cpu_times()
+        after = psutil.cpu_times()
         spent = {name: getattr(after, name) - getattr(self._before, name)
                  for name in after._fields}
         total = sum(spent.values()) - spent.get("guest", 0) - spent.get("guest_nice", 0)
@@ -169,8 +166,7 @@ def task_throughput(database_url: str, redis_url: str, tasks: int = 1000) -> flo
     """Tasks a second of one fan-out run of ``tasks`` no-ops, as ``bench/throughput.py``."""
     from bench.throughput import fan_spec, run_job
 
-    os.environ["BENCH_REDIS_URL"] = redis_url
-    _, elapsed = run_job(database_url, fan_spec(tasks), 300)
+    _, elapsed = run_job(database_url, redis_url, fan_spec(tasks), 300)
     return (tasks + 2) / elapsed
 
 
@@ -196,16 +192,6 @@ def settle(conn: psycopg.Connection[Any]) -> None:
     except psycopg.errors.InsufficientPrivilege:
         print("    (no CHECKPOINT privilege: a checkpoint may land in the measurement)")
     conn.autocommit = False
-
-
-def start_system(database_url: str, redis_url: str, procs: Processes) -> None:
-    env = {**os.environ, "STELLWERK_DATABASE_URL": database_url,
-           "STELLWERK_REDIS_URL": redis_url, "PYTHONUNBUFFERED": "1"}
-    cli = [sys.executable, "-m", "scheduler.cli.main"]
-    procs.start("engine", [*cli, "engine"], env)
-    procs.start("beat", [*cli, "beat"], env)
-    procs.start("worker", [*cli, "worker", "--types", "noop", "--concurrency", "8",
-                           "--pool", "threads"], env)
 
 
 def report(label: str, late: list[float], cpu_ms: dict[str, float], machine: str) -> None:
@@ -237,7 +223,7 @@ def main() -> None:
         redis.Redis.from_url(redis_url).flushdb()
         template = template_job(database_url)
         jobs = clone_jobs(conn, template, args.jobs - 1, "bench", None) + [template]
-        start_system(database_url, redis_url, procs)
+        start_stellwerk(procs, database_url, redis_url)
         steady(conn, jobs, args.rate, procs)  # warm-up: caches, pools, prepared statements
         settle(conn)
         small = steady(conn, jobs, args.rate, procs)

@@ -17,7 +17,6 @@ Servers: ``STELLWERK_BENCH_DATABASE_URL`` / ``STELLWERK_BENCH_REDIS_URL`` or emb
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -35,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.celery_baseline import COUNTER, JOINED, QUEUE, make_app  # noqa: E402
 from bench.harness import percentile, servers, wait_for  # noqa: E402
-from bench.processes import Processes  # noqa: E402
+from bench.processes import Processes, start_stellwerk  # noqa: E402
 from common.domain.spec import JobSpec  # noqa: E402
 from common.persistence.db import make_engine, make_sessions  # noqa: E402
 
@@ -71,7 +70,7 @@ def celery_chord(app: Celery, redis_url: str, n: int) -> float:
     elapsed = time.perf_counter() - start
     # Done with results: close the subscriptions now. Left to the results' __del__ at exit,
     # after the embedded Redis has stopped, they end the run in "Retry limit exceeded".
-    consumer = app.backend.result_consumer
+    consumer = app.backend.result_consumer  # type: ignore[attr-defined]  # not in the stubs
     consumer.stop()
     consumer.subscribed_to.clear()
     return (n + 1) / elapsed
@@ -91,14 +90,14 @@ def chain_spec(n: int) -> JobSpec:
     return JobSpec.model_validate({"name": f"chain-{n}", "tasks": tasks})
 
 
-def run_job(database_url: str, spec: JobSpec, timeout_s: float) -> tuple[uuid.UUID, float]:
+def run_job(database_url: str, redis_url: str, spec: JobSpec,
+            timeout_s: float) -> tuple[uuid.UUID, float]:
     """Create the job (its run starts now) and wait for the run to complete."""
     from common.messaging.publisher import Publisher
     from common.persistence.outbox import OutboxRelay
     from scheduler.services.jobs import create_job
 
     sessions = make_sessions(make_engine(database_url))
-    redis_url = os.environ["BENCH_REDIS_URL"]
     start = time.perf_counter()
     with sessions.begin() as session:
         created = create_job(session, spec, datetime.now(UTC))
@@ -129,24 +128,17 @@ def step_latencies(database_url: str, run_id: uuid.UUID) -> list[float]:
 
 def stellwerk(database_url: str, redis_url: str, args: argparse.Namespace,
               procs: Processes) -> tuple[float, list[float]]:
-    env = {**os.environ, "STELLWERK_DATABASE_URL": database_url,
-           "STELLWERK_REDIS_URL": redis_url, "PYTHONUNBUFFERED": "1"}
-    os.environ["BENCH_REDIS_URL"] = redis_url
-    cli = [sys.executable, "-m", "scheduler.cli.main"]
-    procs.start("engine", [*cli, "engine"], env)
-    procs.start("beat", [*cli, "beat"], env)
-    procs.start("worker", [*cli, "worker", "--types", "noop", "--concurrency",
-                           str(args.concurrency), "--pool", "threads"], env)
-    run_job(database_url, fan_spec(2), 120)  # warm-up: processes ready, caches primed
+    start_stellwerk(procs, database_url, redis_url, args.concurrency)
+    run_job(database_url, redis_url, fan_spec(2), 120)  # warm-up: processes ready, caches primed
     before = procs.cpu_seconds()
-    _, elapsed = run_job(database_url, fan_spec(args.tasks), 1800)
+    _, elapsed = run_job(database_url, redis_url, fan_spec(args.tasks), 1800)
     after = procs.cpu_seconds()
     print("CPU seconds during the fan-out run: " + ", ".join(
         f"{name} {after[name] - before[name]:.1f}" for name in after) + f" (wall {elapsed:.1f})")
     worker_ms = 1000 * (after["worker"] - before["worker"]) / args.tasks
     engine_ms = 1000 * (after["engine"] - before["engine"]) / args.tasks
     print(f"Stellwerk: worker {worker_ms:.2f} ms, engine {engine_ms:.2f} ms CPU per task")
-    chain_run, _ = run_job(database_url, chain_spec(args.chain), 600)
+    chain_run, _ = run_job(database_url, redis_url, chain_spec(args.chain), 600)
     return (args.tasks + 2) / elapsed, step_latencies(database_url, chain_run)
 
 
