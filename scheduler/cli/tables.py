@@ -70,11 +70,10 @@ class FittedTable:
 
         When even all the steps are not enough, rich shrinks what is left.
         """
-        for taken in range(len(self.give_way)):
+        for taken in range(len(self.give_way) + 1):
             shown, widths, excess = self._try(console, options, self.give_way[:taken])
             if excess <= 0:
-                return self._table(shown, widths)
-        shown, widths, _ = self._try(console, options, self.give_way)
+                break
         return self._table(shown, widths)
 
     def _try(
