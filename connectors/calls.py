@@ -3,6 +3,13 @@
 httpx's own timeouts bound each read, not the call; ``timeout`` here bounds the whole
 call, connecting included, as a person setting "30 s" means it. The body is streamed
 and reading stops at the cap, so a large answer costs neither memory nor time.
+
+A kept-alive connection may be closed by the server just as the pool hands it out
+(uvicorn and Node close idle ones after 5 s, the same as httpx keeps them): the
+request then dies with no answer although the server never saw it. Such a request is
+sent once more on a new connection, as Go's ``net/http`` does for a request with an
+``Idempotency-Key``; every call made here carries one (or the key in its body), so the
+endpoint can tell the repeat should the first have reached it after all.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ async def call(
     try:
         async with asyncio.timeout(timeout_s):
             request = client.build_request(method, url, headers=dict(headers), json=json_body)
-            response = await client.send(request, stream=True)
+            response = await _send(client, request)
             try:
                 body, truncated = await _read_capped(response, cap_bytes)
             finally:
@@ -53,6 +60,18 @@ async def call(
         truncated=truncated,
         elapsed_s=time.monotonic() - began,
     )
+
+
+DROPPED = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
+"""How a request ends whose connection closed before any answer came."""
+
+
+async def _send(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
+    """The answer's head, the request sent again once when its connection was dropped."""
+    try:
+        return await client.send(request, stream=True)
+    except DROPPED:
+        return await client.send(request, stream=True)
 
 
 async def _read_capped(response: httpx.Response, cap_bytes: int) -> tuple[bytes, bool]:

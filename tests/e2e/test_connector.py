@@ -103,7 +103,8 @@ def test_500_slow_calls_finish_in_seconds_on_one_connector(api, connector, stub)
     elapsed = time.monotonic() - began
     print(f"\n{count} calls of 1 s each on one connector: run finished in {elapsed:.1f} s")  # noqa: T201
 
-    assert run["state"] == "COMPLETED", run["progress"]
+    failures = {t["name"]: t["message"] for t in run["tasks"] if t["state"] == "FAILED"}
+    assert run["state"] == "COMPLETED", (run["progress"], failures)
     keys = keyed(stub, "/slow/1")
     assert {f"{t['id']}:{t['attempt']}" for t in run["tasks"]} <= set(keys)
     print(f"peak of slow calls held at once by the stub: {stub.peak_slow}")  # noqa: T201
