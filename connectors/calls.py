@@ -1,15 +1,20 @@
-"""Making one HTTP call on the shared async client: a total time limit, a capped body.
+"""Making one HTTP call on the shared aiohttp session: a total time limit, a capped body.
 
-httpx's own timeouts bound each read, not the call; ``timeout`` here bounds the whole
-call, connecting included, as a person setting "30 s" means it. The body is streamed
-and reading stops at the cap, so a large answer costs neither memory nor time.
+``timeout`` bounds the whole call, connecting included, as a person setting "30 s"
+means it. The body is streamed and reading stops at the cap, so a large answer costs
+neither memory nor time.
 
-A kept-alive connection may be closed by the server just as the pool hands it out
-(uvicorn and Node close idle ones after 5 s, the same as httpx keeps them): the
-request then dies with no answer although the server never saw it. Such a request is
-sent once more on a new connection, as Go's ``net/http`` does for a request with an
-``Idempotency-Key``; every call made here carries one (or the key in its body), so the
-endpoint can tell the repeat should the first have reached it after all.
+The session is aiohttp's, not httpx's: a connector holds hundreds of calls at once,
+and httpx's connection pool pays for its bookkeeping per request and per connection
+(500 slow calls in flight cost 3-8 s of CPU against aiohttp's 0.4-0.6 s, measured side
+by side; ``docs/decisions.md``).
+
+A kept-alive connection may be closed by the server just as the pool hands it out:
+the request then dies with no answer although the server never saw it. aiohttp sends
+an idempotent method once more on a new connection (RFC 9112 §9.3.1.1); the others
+are sent once more here, as Go's ``net/http`` does for a request with an
+``Idempotency-Key``. Every call made here carries one (or the key in its body), so
+the endpoint can tell the repeat should the first have reached it after all.
 """
 
 from __future__ import annotations
@@ -17,11 +22,35 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
-import httpx
+import aiohttp
+from multidict import CIMultiDictProxy
 
 from connectors.responses import MAX_BODY_BYTES, Answer
+
+RESENT_BY_AIOHTTP = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
+"""The methods aiohttp itself sends again when a kept-alive connection drops them."""
+
+
+IDLE_CONNECTION_KEPT = timedelta(seconds=4)
+"""Under the 5 s after which uvicorn, Node and Apache close an idle connection."""
+
+
+def new_session() -> aiohttp.ClientSession:
+    """The session every call shares (open it inside the event loop that uses it).
+
+    No limit on connections (``--concurrency`` bounds the calls in flight), no time
+    limit of its own (each call has one), proxies from ``HTTP(S)_PROXY``/``NO_PROXY``
+    as curl and httpx take them.
+    """
+    connector = aiohttp.TCPConnector(
+        limit=0, keepalive_timeout=IDLE_CONNECTION_KEPT.total_seconds()
+    )
+    return aiohttp.ClientSession(
+        connector=connector, timeout=aiohttp.ClientTimeout(total=None), trust_env=True
+    )
 
 
 class CallError(Exception):
@@ -29,7 +58,7 @@ class CallError(Exception):
 
 
 async def call(
-    client: httpx.AsyncClient,
+    session: aiohttp.ClientSession,
     method: str,
     url: str,
     *,
@@ -42,43 +71,57 @@ async def call(
     began = time.monotonic()
     try:
         async with asyncio.timeout(timeout_s):
-            request = client.build_request(method, url, headers=dict(headers), json=json_body)
-            response = await _send(client, request)
-            try:
+            response = await _send(session, method, url, dict(headers), json_body)
+            async with response:
                 body, truncated = await _read_capped(response, cap_bytes)
-            finally:
-                await response.aclose()
     except TimeoutError:
         raise CallError(f"no answer within {timeout_s:g} s") from None
-    except (httpx.HTTPError, httpx.InvalidURL) as error:
+    except (aiohttp.ClientError, ValueError) as error:  # ValueError: a URL yarl refuses
         raise CallError(f"{type(error).__name__}: {error}".rstrip(": ")) from None
     return Answer(
-        status=response.status_code,
-        reason=response.reason_phrase,
-        headers=dict(response.headers),
+        status=response.status,
+        reason=response.reason or "",
+        headers=_joined(response.headers),
         body=body,
         truncated=truncated,
         elapsed_s=time.monotonic() - began,
     )
 
 
-DROPPED = (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)
-"""How a request ends whose connection closed before any answer came."""
+async def _send(
+    session: aiohttp.ClientSession, method: str, url: str, headers: dict[str, str],
+    json_body: Any,
+) -> aiohttp.ClientResponse:
+    """The answer's head; a request aiohttp would not resend goes again once if dropped."""
+    async def send() -> aiohttp.ClientResponse:
+        return await session.request(
+            method, url, headers=headers, json=json_body, allow_redirects=False
+        )
 
-
-async def _send(client: httpx.AsyncClient, request: httpx.Request) -> httpx.Response:
-    """The answer's head, the request sent again once when its connection was dropped."""
+    if method.upper() in RESENT_BY_AIOHTTP:
+        return await send()
     try:
-        return await client.send(request, stream=True)
-    except DROPPED:
-        return await client.send(request, stream=True)
+        return await send()
+    except aiohttp.ClientConnectorError:
+        raise  # it never connected: nothing was dropped
+    except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError):
+        return await send()
 
 
-async def _read_capped(response: httpx.Response, cap_bytes: int) -> tuple[bytes, bool]:
+def _joined(headers: CIMultiDictProxy[str]) -> dict[str, str]:
+    """Header names in lower case, a repeated header's values joined by ", "."""
+    joined: dict[str, str] = {}
+    for name, value in headers.items():
+        key = name.lower()
+        joined[key] = f"{joined[key]}, {value}" if key in joined else value
+    return joined
+
+
+async def _read_capped(response: aiohttp.ClientResponse, cap_bytes: int) -> tuple[bytes, bool]:
     """Up to ``cap_bytes`` of the body, and whether there was more."""
     chunks: list[bytes] = []
     size = 0
-    async for chunk in response.aiter_bytes():
+    async for chunk in response.content.iter_chunked(64 * 1024):
         chunks.append(chunk)
         size += len(chunk)
         if size > cap_bytes:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
+import aiohttp
 from pydantic import ValidationError
 
 from common.messaging.messages import TaskDispatch
@@ -27,7 +27,7 @@ from connectors.responses import Answer, failure_message, outcome_for_status, re
 class HttpTask:
     """The processor of ``http``: a coroutine per attempt on the shared client."""
 
-    def __init__(self, client: httpx.AsyncClient, secrets: SecretBox) -> None:
+    def __init__(self, client: aiohttp.ClientSession, secrets: SecretBox) -> None:
         self._client = client
         self._secrets = secrets
 
@@ -103,7 +103,7 @@ def masked(ending: Finished, secrets: tuple[str, ...]) -> Finished:
 
 
 async def perform(
-    client: httpx.AsyncClient, method: str, url: str, *, headers: Mapping[str, str],
+    client: aiohttp.ClientSession, method: str, url: str, *, headers: Mapping[str, str],
     timeout_s: float, json_body: Any = None,
 ) -> Finished:
     """Make the call; FAILED when there is no answer, else the answer's outcome."""

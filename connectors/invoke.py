@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-import httpx
+import aiohttp
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -62,7 +62,7 @@ class Invoker:
     """Runs invocations on the loop and posts their outcomes back."""
 
     def __init__(
-        self, client: httpx.AsyncClient, slots: asyncio.Semaphore, *,
+        self, client: aiohttp.ClientSession, slots: asyncio.Semaphore, *,
         postback_attempts: int = 5, postback_delay: timedelta = timedelta(milliseconds=500),
     ) -> None:
         self._client = client

@@ -1,7 +1,7 @@
 """``stellwerk connector``: the processor of ``http`` and ``webservice``, on one event loop.
 
 Everything is built here, in this process, and nothing at import time. One asyncio
-loop runs every call (one ``httpx.AsyncClient``), the monitor, the result sender and
+loop runs every call (one ``aiohttp.ClientSession``), the monitor, the result sender and
 the connector's own HTTP app (``POST /invoke``, ``GET /healthz``, served by uvicorn on
 the same loop); one thread consumes the queues with kombu (``connectors.consumer``).
 A slow endpoint holds a coroutine, not a thread: ``--concurrency`` calls are in flight
@@ -24,7 +24,7 @@ import threading
 from collections.abc import Iterator
 from datetime import timedelta
 
-import httpx
+import aiohttp
 import redis
 import uvicorn
 
@@ -35,6 +35,7 @@ from common.messaging.publisher import Publisher
 from common.process import settle_garbage_collector
 from common.secure_params import SecretBox
 from connectors.attempts import AttemptRunner, Processor
+from connectors.calls import new_session
 from connectors.consumer import Delivery, Gate, QueueConsumer
 from connectors.http_task import HttpTask
 from connectors.intake import Intake
@@ -92,10 +93,7 @@ class Connector:
 
     async def serve(self, host: str, port: int) -> None:
         """Run until SIGTERM or SIGINT (or until the HTTP server fails to start)."""
-        limits = httpx.Limits(
-            max_connections=None, max_keepalive_connections=min(self._concurrency, 100)
-        )
-        async with httpx.AsyncClient(limits=limits, timeout=None) as client:
+        async with new_session() as client:
             slots = asyncio.Semaphore(self._concurrency)
             sender = ResultSender(Publisher(self._redis))
             monitor = Monitor(
@@ -123,7 +121,7 @@ class Connector:
                 for task in background:
                     task.cancel()
 
-    def _processors(self, client: httpx.AsyncClient) -> dict[str, Processor]:
+    def _processors(self, client: aiohttp.ClientSession) -> dict[str, Processor]:
         secrets = SecretBox(self._settings.secret_key)
         return {
             "http": HttpTask(client, secrets),

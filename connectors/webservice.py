@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import httpx
+import aiohttp
 from pydantic import SecretStr, ValidationError
 
 from common.callbacks import CallbackKind, callback_urls
@@ -57,7 +57,7 @@ class WebserviceTask:
     """The processor of ``webservice``."""
 
     def __init__(
-        self, client: httpx.AsyncClient, secrets: SecretBox, secret_key: SecretStr | None,
+        self, client: aiohttp.ClientSession, secrets: SecretBox, secret_key: SecretStr | None,
         callback_base: str,
     ) -> None:
         self._client = client

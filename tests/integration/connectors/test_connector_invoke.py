@@ -22,7 +22,8 @@ def test_an_invocation_without_an_answer_posts_failed_back(connector, stub) -> N
     body = back.json()
     assert back.method == "PUT"
     assert body["state"] == "FAILED"
-    assert body["message"].startswith("GET http://127.0.0.1:9/nothing: ConnectError")
+    assert body["message"].startswith(
+        "GET http://127.0.0.1:9/nothing: ClientConnectorError: Cannot connect to host")
 
 
 def test_an_invocation_keeps_the_callers_idempotency_key(connector, stub) -> None:

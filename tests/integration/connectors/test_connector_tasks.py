@@ -69,7 +69,7 @@ def test_no_connection_fails_the_task(dispatcher, inbox) -> None:
     dispatcher.send(dispatch)
     result = inbox.wait_finished(dispatch)
     assert result.outcome == "FAILED"
-    assert "ConnectError" in result.message
+    assert "ClientConnectorError: Cannot connect to host 127.0.0.1:9" in result.message
 
 
 def test_bad_params_reject_the_task_naming_the_param(dispatcher, inbox) -> None:

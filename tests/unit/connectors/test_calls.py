@@ -11,10 +11,10 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
-import httpx
+import aiohttp
 import pytest
 
-from connectors.calls import CallError, call
+from connectors.calls import CallError, call, new_session
 
 ANSWER = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
 HALF_ANSWER = b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\npartial"
@@ -34,6 +34,9 @@ class ScriptedServer:
         try:
             while head := await reader.readuntil(b"\r\n\r\n"):
                 self.seen.append((connection, head.split(b"\r\n")[0].decode()))
+                length = _content_length(head)
+                if length:
+                    await reader.readexactly(length)
                 step = self.script[min(len(self.seen), len(self.script)) - 1]
                 if step != "answer":
                     writer.write(HALF_ANSWER if step == "half" else b"")
@@ -47,7 +50,18 @@ class ScriptedServer:
             writer.close()
 
 
-def against(script: list[str], calls: Callable[[httpx.AsyncClient, str], Awaitable[list[str]]]
+def _content_length(head: bytes) -> int:
+    for line in head.decode().split("\r\n"):
+        name, _, value = line.partition(":")
+        if name.lower() == "content-length":
+            return int(value)
+    return 0
+
+
+Calls = Callable[[aiohttp.ClientSession, str, str], Awaitable[list[str]]]
+
+
+def against(script: list[str], calls: Calls, method: str = "GET"
             ) -> tuple[list[str], ScriptedServer]:
     """The outcomes of ``calls`` on one client against a server playing ``script``."""
     server = ScriptedServer(script)
@@ -55,47 +69,56 @@ def against(script: list[str], calls: Callable[[httpx.AsyncClient, str], Awaitab
     async def main() -> list[str]:
         listening = await asyncio.start_server(server.handle, "127.0.0.1", 0)
         port = listening.sockets[0].getsockname()[1]
-        async with listening, httpx.AsyncClient() as client:
-            return await calls(client, f"http://127.0.0.1:{port}/thing")
+        async with listening, new_session() as session:
+            return await calls(session, method, f"http://127.0.0.1:{port}/thing")
 
     return asyncio.run(main()), server
 
 
-async def get(client: httpx.AsyncClient, url: str) -> str:
+async def send(session: aiohttp.ClientSession, method: str, url: str) -> str:
     try:
-        answer = await call(client, "GET", url, headers={"Idempotency-Key": "k"}, timeout_s=5)
+        answer = await call(session, method, url, headers={"Idempotency-Key": "k"},
+                            timeout_s=5, json_body={"n": 1} if method == "POST" else None)
     except CallError as error:
         return f"error: {error}"
     return f"{answer.status} {answer.body.decode()}"
 
 
-async def twice(client: httpx.AsyncClient, url: str) -> list[str]:
-    return [await get(client, url), await get(client, url)]
+async def twice(session: aiohttp.ClientSession, method: str, url: str) -> list[str]:
+    return [await send(session, method, url), await send(session, method, url)]
 
 
-async def once(client: httpx.AsyncClient, url: str) -> list[str]:
-    return [await get(client, url)]
+async def once(session: aiohttp.ClientSession, method: str, url: str) -> list[str]:
+    return [await send(session, method, url)]
 
 
-def test_a_request_on_a_kept_alive_connection_closed_under_it_goes_again_on_a_new_one() -> None:
-    outcomes, server = against(["answer", "drop", "answer"], twice)
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_a_request_on_a_kept_alive_connection_closed_under_it_goes_again_on_a_new_one(
+    method: str,
+) -> None:
+    outcomes, server = against(["answer", "drop", "answer"], twice, method)
 
     assert outcomes == ["200 ok", "200 ok"]
-    assert server.seen == [(1, "GET /thing HTTP/1.1"), (1, "GET /thing HTTP/1.1"),
-                           (2, "GET /thing HTTP/1.1")]
+    line = f"{method} /thing HTTP/1.1"
+    assert server.seen == [(1, line), (1, line), (2, line)]
 
 
-def test_a_request_dropped_twice_fails_naming_the_drop_and_is_not_sent_a_third_time() -> None:
-    outcomes, server = against(["drop"], once)
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_a_request_dropped_twice_fails_naming_the_drop_and_is_not_sent_a_third_time(
+    method: str,
+) -> None:
+    outcomes, server = against(["drop"], once, method)
 
-    assert outcomes == ["error: RemoteProtocolError: Server disconnected without sending a "
-                        "response."]
+    assert outcomes == ["error: ServerDisconnectedError: Server disconnected"]
     assert len(server.seen) == 2
 
 
+@pytest.mark.parametrize("method", ["GET", "POST"])
 @pytest.mark.parametrize("script", [["half"], ["answer", "half"]])
-def test_a_request_whose_answer_had_begun_is_never_sent_again(script: list[str]) -> None:
-    outcomes, server = against(script, once if len(script) == 1 else twice)
+def test_a_request_whose_answer_had_begun_is_never_sent_again(
+    script: list[str], method: str,
+) -> None:
+    outcomes, server = against(script, once if len(script) == 1 else twice, method)
 
-    assert outcomes[-1].startswith("error: RemoteProtocolError: peer closed connection")
+    assert outcomes[-1].startswith("error: ClientPayloadError: Response payload is not completed")
     assert len(server.seen) == len(script)
