@@ -26,13 +26,13 @@ from datetime import timedelta
 from typing import Any
 
 import aiohttp
+from aiohttp.client import IDEMPOTENT_METHODS as RESENT_BY_AIOHTTP
 from multidict import CIMultiDictProxy
 
 from connectors.responses import MAX_BODY_BYTES, Answer
 
-RESENT_BY_AIOHTTP = frozenset({"GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"})
-"""The methods aiohttp itself sends again when a kept-alive connection drops them."""
-
+# RESENT_BY_AIOHTTP: the methods aiohttp itself sends again when a kept-alive connection
+# drops them. Its own set (not exported in ``__all__``), so the two cannot drift apart.
 
 IDLE_CONNECTION_KEPT = timedelta(seconds=4)
 """Under the 5 s after which uvicorn, Node and Apache close an idle connection."""
