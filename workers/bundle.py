@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from common.messaging.messages import EXECUTE_TASK
-from common.messaging.publisher import Outgoing, Publisher
+from common.messaging.publisher import Outgoing, Sink
 
 logger = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 class BundleItems:
     """The attempts of one bundle not yet begun; the watchdog may spill them."""
 
-    def __init__(self, queue: str, dispatches: list[dict[str, Any]], publisher: Publisher) -> None:
+    def __init__(self, queue: str, dispatches: list[dict[str, Any]], publisher: Sink) -> None:
         self._queue = queue
         self._pending = deque(dispatches)
         self._publisher = publisher
@@ -74,7 +74,7 @@ class ResultBuffer:
         self._messages.extend(messages)
         return len(self._messages) - before
 
-    def flush(self, publisher: Publisher) -> None:
+    def flush(self, publisher: Sink) -> None:
         """Send what has been kept, in order."""
         if self._messages:
             publisher.publish(self._messages)

@@ -15,7 +15,7 @@ from uuid import UUID
 import redis
 from pydantic import BaseModel, ValidationError
 
-from common.messaging.claims import claim
+from common.messaging.holdings import Holdings
 from common.messaging.keys import cancel_key
 from common.messaging.messages import TaskBundle, TaskDispatch, TaskResult, utcnow
 from common.messaging.publisher import Publisher, Sink
@@ -60,11 +60,14 @@ class Executor:
         clock: Callable[[], datetime] = utcnow,
         spill_after: timedelta = timedelta(milliseconds=200),
         secrets: SecretBox | None = None,
+        holdings: Holdings | None = None,
     ) -> None:
+        """``holdings`` keeps claims and outcomes for Redis to lose (one per worker)."""
         self._registry = registry
         self._secrets = secrets or SecretBox(None)
         self._redis = client
-        self._publisher = publisher
+        self._holdings = holdings or Holdings(client, publisher)
+        self._publisher: Sink = self._holdings
         self._interval_s = heartbeat_interval.total_seconds()
         self._clock = clock
         self._watchdog = Watchdog()
@@ -73,7 +76,7 @@ class Executor:
     def handle(self, payload: object, worker: str) -> None:
         """Run the attempt ``payload`` describes, at most once per idempotency key."""
         dispatch = self._parse(payload, worker)
-        if dispatch is not None and claim(self._redis, [dispatch], worker)[0]:
+        if dispatch is not None and self._holdings.claim([dispatch], worker)[0]:
             self._run(dispatch, worker, self._publisher)
 
     def handle_bundle(self, payload: object, worker: str) -> None:
@@ -97,7 +100,7 @@ class Executor:
         parsed = (self._parse(payload, worker) for payload in payloads)
         dispatches = [dispatch for dispatch in parsed if dispatch is not None]
         outcomes = ResultBuffer()
-        allowed = claim(self._redis, dispatches, worker)
+        allowed = self._holdings.claim(dispatches, worker)
         for dispatch, claimed in zip(dispatches, allowed, strict=True):
             if claimed:
                 self._run(dispatch, worker, outcomes)
@@ -113,6 +116,12 @@ class Executor:
     def _run(self, dispatch: TaskDispatch, worker: str, outcomes: Sink) -> None:
         """Run a claimed attempt; its ``finished`` message goes to ``outcomes``."""
         try:
+            self._run_claimed(dispatch, worker, outcomes)
+        finally:
+            self._holdings.release(dispatch.idempotency_key)
+
+    def _run_claimed(self, dispatch: TaskDispatch, worker: str, outcomes: Sink) -> None:
+        try:
             processor = self._registry.get(dispatch.type)
         except UnknownTaskTypeError as exc:
             self._reject(dispatch, worker, f"{exc} on worker {worker}", outcomes)
@@ -124,6 +133,7 @@ class Executor:
             self._reject(dispatch, worker, f"{exc} (worker {worker})", outcomes, "FAILED")
             return
         ctx = TaskContext.from_dispatch(dispatch, clock=self._clock)
+        self._holdings.running(dispatch.idempotency_key, ctx.cancel)
         reporter = ResultReporter(
             self._publisher, dispatch, worker, started_at=self._clock(), outcomes=outcomes
         )

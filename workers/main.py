@@ -18,8 +18,10 @@ from celery.utils.nodenames import default_nodename
 
 import workers.builtin  # noqa: F401 - registers the built-in processors
 from common.config import Settings
+from common.messaging.holdings import Holdings
 from common.messaging.liveness import LivenessBeacon
 from common.messaging.messages import task_queue
+from common.messaging.publisher import Publisher
 from common.process import settle_garbage_collector
 from workers.pool import CooperativeThreadPool
 from workers.registry import default_registry
@@ -52,7 +54,9 @@ def run_worker(
     # Normalised as Celery will ("host" → "celery@host"), so that the liveness record
     # and the results name the worker alike.
     hostname = default_nodename(hostname or f"worker-{os.getpid()}@{socket.gethostname()}")
-    app = build_worker_app(settings, default_registry)
+    client = redis.Redis.from_url(redis_url)
+    holdings = Holdings(client, Publisher(client))
+    app = build_worker_app(settings, default_registry, holdings)
     after_setup_logger.connect(_quiet_per_task_logs, weak=False)
     worker = app.Worker(
         hostname=hostname,
@@ -72,7 +76,8 @@ def run_worker(
     if settings.secret_key is None:
         logger.warning("STELLWERK_SECRET_KEY is not set: tasks with secure params will FAIL here")
     settle_garbage_collector()
-    with LivenessBeacon(redis.Redis.from_url(redis_url), hostname, types, concurrency):
+    with LivenessBeacon(client, hostname, types, concurrency,
+                        on_refresh=lambda: holdings.refresh(hostname)):
         worker.start()
     if worker.exitcode:
         raise SystemExit(worker.exitcode)

@@ -24,7 +24,7 @@ from common.messaging.messages import (
     TaskResult,
 )
 from common.messaging.messages import Outcome as ResultOutcome
-from common.messaging.publisher import Outgoing, Publisher, Sink
+from common.messaging.publisher import Outgoing, Sink
 from workers.tasklog import TaskLog
 
 logger = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ class ResultReporter:
 
     def __init__(
         self,
-        publisher: Publisher,
+        publisher: Sink,
         dispatch: TaskDispatch,
         worker: str,
         started_at: datetime,

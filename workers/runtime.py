@@ -16,6 +16,7 @@ from celery import Celery, Task
 
 from common.config import Settings
 from common.messaging.celery_app import make_celery
+from common.messaging.holdings import Holdings
 from common.messaging.messages import EXECUTE_BUNDLE_TASK, EXECUTE_TASK
 from common.messaging.publisher import Publisher
 from common.secure_params import SecretBox
@@ -30,18 +31,26 @@ def require_redis_url(settings: Settings) -> str:
     return settings.redis_url
 
 
-def build_worker_app(settings: Settings, registry: Registry) -> Celery:
-    """A Celery app whose ``stellwerk.execute`` runs dispatches with ``registry``."""
+def build_worker_app(
+    settings: Settings, registry: Registry, holdings: Holdings | None = None
+) -> Celery:
+    """A Celery app whose ``stellwerk.execute`` runs dispatches with ``registry``.
+
+    ``holdings`` is the worker's memory of its claims and outcomes; its liveness
+    beacon must refresh it (``workers.main``).
+    """
     redis_url = require_redis_url(settings)
     app = make_celery(redis_url, name="stellwerk-worker")
     client = redis.Redis.from_url(redis_url)
+    publisher = Publisher(client)
     executor = Executor(
         registry,
         client,
-        Publisher(client),
+        publisher,
         heartbeat_interval=settings.heartbeat_interval,
         spill_after=settings.bundle_spill_after,
         secrets=SecretBox(settings.secret_key),
+        holdings=holdings or Holdings(client, publisher),
     )
     fallback_name = socket.gethostname()
 

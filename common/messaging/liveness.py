@@ -23,12 +23,16 @@ from typing import Any
 import redis
 
 from common.messaging.messages import utcnow
+from common.outage import Outage
 
 logger = logging.getLogger(__name__)
 
 WORKER_KEY_PREFIX = "stellwerk:workers:"
-LIVENESS_TTL = timedelta(seconds=10)
-LIVENESS_REFRESH = timedelta(seconds=3)
+# A worker that dies drops out within the TTL; the beat requeues its attempts then
+# (``scheduler.beat.attempts``), so the TTL bounds how long a dead worker's attempts
+# wait. Three refreshes fit in it: a worker busy enough to miss one is not taken for dead.
+LIVENESS_TTL = timedelta(seconds=6)
+LIVENESS_REFRESH = timedelta(seconds=2)
 
 
 def worker_key(hostname: str) -> str:
@@ -80,8 +84,12 @@ class LivenessBeacon:
         refresh: timedelta = LIVENESS_REFRESH,
         ttl: timedelta = LIVENESS_TTL,
         clock: Callable[[], datetime] = utcnow,
+        on_refresh: Callable[[], None] | None = None,
     ) -> None:
+        """``on_refresh`` runs after each rewrite, on the beacon's thread (see ``Holdings``)."""
         self._client = client
+        self._on_refresh = on_refresh
+        self._outage = Outage("Redis", logger)
         self._key = worker_key(hostname)
         self._record = {
             "hostname": hostname,
@@ -97,8 +105,8 @@ class LivenessBeacon:
         self._thread = threading.Thread(target=self._run, name="liveness", daemon=True)
 
     def __enter__(self) -> LivenessBeacon:
-        """Write the record now, then keep refreshing it."""
-        self._write()
+        """Write the record now (if Redis answers), then keep refreshing it."""
+        self._refresh()
         self._thread.start()
         return self
 
@@ -118,10 +126,26 @@ class LivenessBeacon:
 
     def _run(self) -> None:
         while not self._stop.wait(self._refresh_s):
-            try:
-                self._write()
-            except redis.RedisError:
-                logger.warning("could not refresh the liveness record %s", self._key)
+            self._refresh()
+
+    def _refresh(self) -> None:
+        try:
+            self._write()
+        except redis.RedisError as error:
+            self._outage.failed(error)
+            return
+        self._outage.succeeded()
+        self._refreshed()
+
+    def _refreshed(self) -> None:
+        if self._on_refresh is None:
+            return
+        try:
+            self._on_refresh()
+        except redis.RedisError as error:
+            logger.warning("refresh of %s's holdings failed: %s", self._key, error)
+        except Exception:  # the beacon must go on whatever its hook does
+            logger.exception("refresh of %s's holdings failed", self._key)
 
     def _write(self) -> None:
         record = {**self._record, "seen_at": self._clock().isoformat()}
