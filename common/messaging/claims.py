@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import redis
 
 from common.messaging.keys import CLAIM_TTL, cancel_key, claim_key
+from common.messaging.liveness import worker_key
 from common.messaging.messages import TaskDispatch
 
 logger = logging.getLogger(__name__)
@@ -56,3 +57,31 @@ def claim(client: redis.Redis, dispatches: Sequence[TaskDispatch], worker: str) 
             logger.info("%s: cancelled before it started, skipped", label)
         allowed.append(bool(claimed and not cancelled))
     return allowed
+
+
+class ClaimHolders:
+    """Reads who holds attempts' claims and whether those workers are alive (Redis)."""
+
+    def __init__(self, client: redis.Redis) -> None:
+        self._redis = client
+
+    def holders(self, idempotency_keys: Sequence[str]) -> list[str | None]:
+        """The worker holding each attempt's claim; None where nobody has claimed it."""
+        if not idempotency_keys:
+            return []
+        values = self._redis.mget([claim_key(key) for key in idempotency_keys])
+        return [_text(value) for value in values]
+
+    def live(self, workers: set[str]) -> set[str]:
+        """Those of ``workers`` whose liveness key exists now."""
+        names = sorted(workers)
+        if not names:
+            return set()
+        records = self._redis.mget([worker_key(name) for name in names])
+        return {name for name, record in zip(names, records, strict=True) if record is not None}
+
+
+def _text(value: object) -> str | None:
+    if isinstance(value, bytes):
+        return value.decode()
+    return value if isinstance(value, str) else None

@@ -1,33 +1,38 @@
-"""Lost attempts: READY attempts whose claimant died before it reported ``started``.
+"""Lost attempts: the beat requeues what a dead worker held, and nothing a live one holds.
 
-An ACTIVE attempt holds a lease its worker renews (``duties.expire_leases``). Before
-``started`` there is no lease: a worker reports an attempt only after 0.2 s, and the
-attempts of a bundle chunk are claimed together and wait their turn. A worker killed in
-that window leaves the attempt READY, and no queue will ever deliver it again (its
-claim is taken). The claim key names the worker (``common.messaging.claims``) and every
-live worker or connector keeps a liveness key (``common.messaging.liveness``), so the
-beat can tell the three cases apart a lease after the dispatch:
+Every live worker or connector keeps a liveness key (``common.messaging.liveness``,
+TTL ``LIVENESS_TTL``), and the claim key of an attempt names its claimant
+(``common.messaging.claims``). Two duties use them:
 
-- claimed by a worker that is not live: lost, requeued as the next attempt;
-- claimed by a live worker: it is about to start it, check again a lease later;
-- not claimed: still waiting in its queue (maybe with no worker at all), which is not
-  a loss; check again later, less often.
+- :class:`ExpiredLeases`: an ACTIVE attempt whose lease passed (no heartbeat applied
+  for ``lease_ttl``) is requeued as the next attempt only if its worker's liveness key
+  is gone. A lease also passes when the worker is fine but its heartbeats cannot reach
+  the engine (Redis or PostgreSQL away for a while, an engine backlog); requeueing then
+  ran the attempt twice. A live worker's lease is renewed instead.
+- :class:`LostClaims`: a READY attempt (a worker reports ``started`` only after 0.2 s,
+  and the attempts of a bundle chunk are claimed together and wait their turn) claimed
+  by a worker that is not live is lost and requeued; one claimed by a live worker is
+  about to start, checked again a lease later; one nobody claimed still waits in its
+  queue (maybe with no worker at all), checked again later, less often.
 
-An attempt is never requeued while its claimant's liveness key exists, so it never
-runs twice while its worker lives.
+Neither judges a worker dead while the Redis epoch (``common.messaging.epoch``) is
+younger than the liveness TTL: after Redis restarted empty every liveness key is gone
+until its worker writes it again, which a live worker does within a refresh.
+A worker dies → its key expires within ``LIVENESS_TTL`` (6 s) → its attempts are
+requeued at the next full tick: within about 7 s with the default settings.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
-import redis
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from common.messaging.keys import claim_key
-from common.messaging.liveness import worker_key
+from common.messaging.claims import ClaimHolders
+from common.messaging.liveness import LIVENESS_TTL
 from common.persistence.models import TaskRun
 from common.persistence.outbox import enqueue
 from scheduler.beat.duties import BATCH, _activation
@@ -37,40 +42,51 @@ from scheduler.beat.duties import BATCH, _activation
 UNCLAIMED_RECHECK_LEASES = 4
 
 
-class ClaimHolders:
-    """Reads who holds attempts' claims and whether those workers are alive (Redis)."""
+class ExpiredLeases:
+    """The beat duty: requeue ACTIVE attempts whose lease passed and whose worker is gone."""
 
-    def __init__(self, client: redis.Redis) -> None:
-        self._redis = client
+    def __init__(
+        self, claims: ClaimHolders, lease_ttl: timedelta, epoch_age: Callable[[], timedelta]
+    ) -> None:
+        """``epoch_age``: how long Redis has held its data (``Epoch.age``)."""
+        self._claims = claims
+        self._lease_ttl = lease_ttl
+        self._epoch_age = epoch_age
 
-    def holders(self, idempotency_keys: Sequence[str]) -> list[str | None]:
-        """The worker holding each attempt's claim; None where nobody has claimed it."""
-        if not idempotency_keys:
+    def __call__(self, session: Session, now: datetime) -> list[int]:
+        """Renew the leases of live workers' attempts; signal the others.
+
+        A signalled lease is renewed too: if the signal is lost (Redis restarted empty)
+        it goes again a lease later, and the engine ignores it once the attempt moved on.
+        """
+        due = select(TaskRun.id, TaskRun.run_id, TaskRun.name, TaskRun.attempt,
+                     TaskRun.worker).where(TaskRun.lease_expires_at <= now)
+        rows = session.execute(due.limit(BATCH).with_for_update(skip_locked=True)).all()
+        if not rows:
             return []
-        values = self._redis.mget([claim_key(key) for key in idempotency_keys])
-        return [_text(value) for value in values]
-
-    def live(self, workers: set[str]) -> set[str]:
-        """Those of ``workers`` whose liveness key exists now."""
-        names = sorted(workers)
-        if not names:
-            return set()
-        records = self._redis.mget([worker_key(name) for name in names])
-        return {name for name, record in zip(names, records, strict=True) if record is not None}
-
-
-def _text(value: object) -> str | None:
-    if isinstance(value, bytes):
-        return value.decode()
-    return value if isinstance(value, str) else None
+        young = LIVENESS_TTL - self._epoch_age()
+        if young > timedelta(0):  # liveness keys may not be back yet: judge nobody
+            _set(session, TaskRun.lease_expires_at, [r.id for r in rows], now + young)
+            return []
+        live = self._claims.live({row.worker for row in rows if row.worker})
+        _set(session, TaskRun.lease_expires_at, [r.id for r in rows], now + self._lease_ttl)
+        return enqueue(session, [
+            _activation(row.run_id, "lease_expired", row.name, row.attempt)
+            for row in rows if row.worker not in live
+        ])
 
 
 class LostClaims:
     """The beat duty: requeue READY attempts claimed by workers that are gone."""
 
-    def __init__(self, claims: ClaimHolders, lease_ttl: timedelta) -> None:
+    def __init__(
+        self, claims: ClaimHolders, lease_ttl: timedelta,
+        epoch_age: Callable[[], timedelta] = lambda: LIVENESS_TTL,
+    ) -> None:
+        """``epoch_age``: how long Redis has held its data (``Epoch.age``)."""
         self._claims = claims
         self._lease_ttl = lease_ttl
+        self._epoch_age = epoch_age
 
     def __call__(self, session: Session, now: datetime) -> list[int]:
         """Check the attempts whose claim check is due; signal the lost ones."""
@@ -79,6 +95,10 @@ class LostClaims:
         ).limit(BATCH).with_for_update(skip_locked=True)
         rows = session.execute(due).all()
         if not rows:
+            return []
+        young = LIVENESS_TTL - self._epoch_age()
+        if young > timedelta(0):  # liveness keys may not be back yet: judge nobody
+            _set(session, TaskRun.claim_check_at, [r.id for r in rows], now + young)
             return []
         holders = self._claims.holders([f"{row.id}:{row.attempt}" for row in rows])
         live = self._claims.live({holder for holder in holders if holder is not None})
@@ -90,14 +110,16 @@ class LostClaims:
                 held.append(row.id)
             else:
                 lost.append(row)
-        self._recheck(session, held, now + self._lease_ttl)
-        self._recheck(session, waiting, now + self._lease_ttl * UNCLAIMED_RECHECK_LEASES)
-        self._recheck(session, [row.id for row in lost], None)
+        _set(session, TaskRun.claim_check_at, held, now + self._lease_ttl)
+        _set(session, TaskRun.claim_check_at, waiting,
+             now + self._lease_ttl * UNCLAIMED_RECHECK_LEASES)
+        _set(session, TaskRun.claim_check_at, [row.id for row in lost], None)
         return enqueue(session, [
             _activation(row.run_id, "lease_expired", row.name, row.attempt) for row in lost
         ])
 
-    @staticmethod
-    def _recheck(session: Session, ids: list[object], at: datetime | None) -> None:
-        if ids:
-            session.execute(update(TaskRun).where(TaskRun.id.in_(ids)).values(claim_check_at=at))
+
+def _set(session: Session, column: Any, ids: list[Any], at: datetime | None) -> None:
+    """Set a due-time column of the task runs ``ids``."""
+    if ids:
+        session.execute(update(TaskRun).where(TaskRun.id.in_(ids)).values({column: at}))

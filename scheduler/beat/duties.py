@@ -13,19 +13,15 @@ from datetime import datetime, timedelta
 from sqlalchemy import delete, select, update
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
-from common.messaging.messages import ACTIVATE_TASK, ACTIVATION_QUEUE, Activation, Signal
-from common.messaging.publisher import Outgoing
+from common.messaging.messages import Signal
+from common.messaging.signals import activation
 from common.persistence.models import ConsumedMessage, Run, TaskRun
 from common.persistence.outbox import enqueue
 
 BATCH = 1000
 
 
-def _activation(run_id: object, signal: Signal, task: str | None = None,
-                attempt: int | None = None) -> Outgoing:
-    message = Activation(run_id=run_id, signal=signal, task=task, attempt=attempt)
-    return Outgoing(ACTIVATION_QUEUE, ACTIVATE_TASK, message.model_dump(mode="json"),
-                    str(message.message_id))
+_activation = activation
 
 
 def start_due_runs(session: Session, now: datetime, horizon: datetime | None = None) -> list[int]:
@@ -58,11 +54,6 @@ def fire_due_retries(session: Session, now: datetime, horizon: datetime | None =
     """
     return _signal_due_attempts(session, TaskRun.retry_at, now, "retry_due",
                                 horizon=horizon or now)
-
-
-def expire_leases(session: Session, now: datetime) -> list[int]:
-    """Report attempts whose worker stopped renewing its lease: presumed dead."""
-    return _signal_due_attempts(session, TaskRun.lease_expires_at, now, "lease_expired")
 
 
 def time_out_attempts(session: Session, now: datetime) -> list[int]:

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import redis
 
 from common.config import Settings
+from common.messaging.claims import ClaimHolders
+from common.messaging.epoch import current_epoch
 from common.messaging.loop_timings import LoopTimings
 from common.messaging.messages import utcnow
 from common.messaging.publisher import Publisher
 from common.persistence.db import make_engine, make_sessions
 from common.persistence.outbox import OutboxRelay
 from scheduler.beat import duties, lateness, suspension
-from scheduler.beat.attempts import ClaimHolders, LostClaims
+from scheduler.beat.attempts import ExpiredLeases, LostClaims
 from scheduler.beat.ticker import Duty, Ticker
 from scheduler.service import run_until_signalled
 
@@ -31,9 +35,15 @@ def build_ticker(settings: Settings) -> Ticker:
 
 
 def watch_duties(client: redis.Redis, settings: Settings) -> list[Duty]:
-    """Lost attempts, task timeouts, suspension and late runs (issue 3, part 3)."""
+    """Lost workers' attempts, task timeouts, suspension and late runs."""
+    holders = ClaimHolders(client)
+
+    def epoch_age() -> timedelta:
+        return current_epoch(client).age()
+
     return [
-        LostClaims(ClaimHolders(client), settings.lease_ttl), duties.time_out_attempts,
+        ExpiredLeases(holders, settings.lease_ttl, epoch_age),
+        LostClaims(holders, settings.lease_ttl, epoch_age), duties.time_out_attempts,
         suspension.suspend_due_runs, suspension.resume_due_runs, lateness.announce_late_runs,
     ]
 

@@ -92,8 +92,7 @@ class Ticker:
 
     def _watch_over(self, session: Session, now: datetime) -> list[int]:
         """Leases, timers, lost attempts, suspension, lateness, pruning: once a tick."""
-        ids = duties.expire_leases(session, now)
-        ids += timers.fire_run_timers(session, now, self._cancel_grace)
+        ids = timers.fire_run_timers(session, now, self._cancel_grace)
         for duty in self._watch:
             ids += duty(session, now)
         if self._last_prune is None or now - self._last_prune >= PRUNE_EVERY:

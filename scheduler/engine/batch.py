@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session, sessionmaker
@@ -40,6 +41,9 @@ class BatchOutcome:
     duplicates: int
     outbox_ids: list[int]
     stops: list[str]
+    # Outcome message ids committed (or found committed before), by the worker that sent
+    # them: it keeps each until acknowledged (``common.messaging.holdings``).
+    outcomes: dict[str, list[str]] = field(default_factory=dict)
 
 
 class BatchApplier:
@@ -82,7 +86,8 @@ class BatchApplier:
         self._keep(records.values())
         self._relay.publish_written(changes.messages)
         self._published = outbox_ids
-        return BatchOutcome(len(todo), len(batch) - len(todo), outbox_ids, changes.stops)
+        return BatchOutcome(len(todo), len(batch) - len(todo), outbox_ids, changes.stops,
+                            _outcomes(batch))
 
     def flush(self) -> None:
         """Delete the rows of what was published last; called when the queues are idle."""
@@ -126,3 +131,15 @@ class BatchApplier:
                 self._loader.forget(record.id)
             else:
                 self._loader.remember(record)
+
+
+def _outcomes(batch: Sequence[Incoming]) -> dict[str, list[str]]:
+    """The batch's outcome messages (``finished``, ``detached``) by worker."""
+    by_worker: defaultdict[str, list[str]] = defaultdict(list)
+    for message in batch:
+        body = message.body
+        if isinstance(body, TaskResult) and body.worker and (
+            body.kind == "finished" or body.detached
+        ):
+            by_worker[body.worker].append(str(message.message_id))
+    return dict(by_worker)

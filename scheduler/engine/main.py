@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import redis
 
 from common.config import Settings
 from common.messaging.celery_app import make_celery
+from common.messaging.holdings import acknowledge
 from common.messaging.loop_timings import LoopTimings
 from common.messaging.messages import utcnow
 from common.messaging.publisher import Publisher
@@ -15,10 +18,10 @@ from common.persistence.outbox import OutboxRelay
 from scheduler.engine.batch import BatchApplier, BatchOutcome
 from scheduler.engine.consumer import ENGINE_QUEUES, EngineConsumer
 from scheduler.engine.loading import RunLoader
-from scheduler.engine.repair import repair_on_start
+from scheduler.engine.repair import Repair, resend_lost
 from scheduler.engine.stopper import Stopper
 from scheduler.engine.structure import StructureCache
-from scheduler.service import run_until_signalled
+from scheduler.service import Together, run_until_signalled
 
 
 def build_consumer(settings: Settings) -> EngineConsumer:
@@ -27,8 +30,6 @@ def build_consumer(settings: Settings) -> EngineConsumer:
     sessions = make_sessions(make_engine(database_url, pre_ping=False))
     client = redis.Redis.from_url(redis_url)
     relay = OutboxRelay(sessions, Publisher(client), settings.dispatch_bundle_size)
-    relay.relay_pending()  # repair: what a crash left in the outbox goes out first
-    repair_on_start(sessions, relay, client, utcnow)  # then half-done transitions
     applier = BatchApplier(
         sessions, RunLoader(StructureCache()), relay, settings.lease_ttl, clock=utcnow
     )
@@ -36,6 +37,7 @@ def build_consumer(settings: Settings) -> EngineConsumer:
 
     def after_batch(outcome: BatchOutcome) -> None:
         stopper.stop(outcome.stops)
+        acknowledge(client, outcome.outcomes)  # workers keep them until then
 
     reader = BatchReader(client, ENGINE_QUEUES, owner=f"engine:{default_owner()}")
     return EngineConsumer(
@@ -48,6 +50,16 @@ def build_consumer(settings: Settings) -> EngineConsumer:
     )
 
 
+def build_repair(settings: Settings) -> Repair:
+    """The repair loop: what a crash or an empty Redis lost, sent again."""
+    database_url, redis_url = settings.require_urls()
+    sessions = make_sessions(make_engine(database_url, pool_size=1))
+    client = redis.Redis.from_url(redis_url)
+    relay = OutboxRelay(sessions, Publisher(client), settings.dispatch_bundle_size)
+    stopper = Stopper(client, make_celery(redis_url))
+    return Repair(partial(resend_lost, sessions, relay, client, stopper.stop, utcnow), client)
+
+
 def run_engine(settings: Settings) -> None:
-    """Consume activations and results until SIGTERM or SIGINT."""
-    run_until_signalled("engine", build_consumer(settings))
+    """Consume activations and results, and repair, until SIGTERM or SIGINT."""
+    run_until_signalled("engine", Together([build_consumer(settings), build_repair(settings)]))

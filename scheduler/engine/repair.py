@@ -1,55 +1,76 @@
-"""Repair on start: finish what a crash left half-done (SPEC §3, Repair).
+"""Repair: send again whatever a crash or an empty Redis may have lost (SPEC §3, Repair).
 
-Called by ``stellwerk engine`` when it starts, after the outbox relay has re-sent what a
-crashed writer left. Each repair is a signal through the activation queue, so the
-engine applies it like any other message (row lock, pure ``advance``, journal, outbox);
-running it twice changes nothing more, because every signal names what it expects
-(a state, an attempt) and the engine ignores it when that no longer holds.
+PostgreSQL is the record; Redis only carries messages, and may restart empty. After
+that, and whenever an engine starts, :func:`resend_lost` signals every transition
+whose message may be gone, through the activation queue, so the engine applies each
+like any other message (row lock, pure ``advance``, journal, outbox). Running it twice
+changes nothing more: every signal names what it expects (a state, an attempt), and
+the engine ignores it when that no longer holds.
 
-- Runs in CANCEL_REQUESTED or PAUSE_REQUESTED with no ACTIVE task: the transition to
-  CANCELED / PAUSED was decided but not written (``reconcile`` settles them).
-- READY attempts nobody has claimed: their dispatch may never have reached the queue
-  (lost from Redis, or in the unacknowledged set of a worker that died holding a
-  bundle, which the broker gives back only after its visibility timeout). They are
-  dispatched again under the same attempt number; a copy still waiting in the queue
-  is skipped by the worker's claim, so at most one runs.
-- Expired leases and attempts past their timeout: the beat's duties, run once now.
+- The outbox: every row not yet deleted goes out now (a relay deletes a row only when
+  it has published it).
+- READY attempts nobody has claimed: their dispatch may never have reached a worker.
+  They are dispatched again under the same attempt number; a copy still on its way is
+  skipped by the worker's claim, so at most one runs. An attempt running on a live
+  worker is claimed again by that worker within a refresh of the new epoch
+  (``common.messaging.holdings``); :class:`Repair` waits ``REASSERT_GRACE`` into an
+  epoch before it looks, so only what nobody holds is sent again.
+- Signals the beat sent and marked sent (a run's start, a retry after its backoff, a
+  task's timeout backstop, the end of a cancel grace period): sent again while their
+  transition has not happened.
+- Runs stopping (cancel, pause) with no task left running: ``reconcile`` settles them.
+- The cancel flags of attempts told to stop.
+
+Expired leases are the beat's (``scheduler.beat.attempts``), which judges no worker
+dead while the epoch is young.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from datetime import datetime
+import threading
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any
 
 import redis
-from sqlalchemy import exists, select
+from sqlalchemy import and_, exists, select
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.domain.states import RunState, TaskState
+from common.messaging.claims import ClaimHolders
+from common.messaging.epoch import current_epoch
+from common.messaging.liveness import LIVENESS_REFRESH
+from common.messaging.messages import Signal
+from common.messaging.signals import activation
+from common.outage import Outage
 from common.persistence.models import Run, TaskRun
 from common.persistence.outbox import OutboxRelay, enqueue
-from scheduler.beat import duties
-from scheduler.beat.attempts import ClaimHolders
-from scheduler.beat.duties import BATCH, _activation
 
 log = logging.getLogger(__name__)
+BATCH = 1000
 STOPPING = (RunState.CANCEL_REQUESTED.value, RunState.PAUSE_REQUESTED.value)
+# How far into a new epoch a worker has surely asserted its claims again: two of its
+# refreshes and a margin for a busy machine.
+REASSERT_GRACE = 2 * LIVENESS_REFRESH + timedelta(seconds=1)
+CHECK_EVERY = timedelta(seconds=1)
 
 
-def repair_on_start(
+def resend_lost(
     sessions: sessionmaker[Session], relay: OutboxRelay, client: redis.Redis,
-    clock: Callable[[], datetime],
+    stop_attempts: Callable[[Sequence[str]], None], clock: Callable[[], datetime],
 ) -> int:
-    """Signal every repair that is due; return how many messages were sent."""
+    """Send every signal whose message may be lost; return how many were sent."""
+    relay.relay_pending()
+    claims = ClaimHolders(client)
     with sessions.begin() as session:
-        now = clock()
-        ids = duties.expire_leases(session, now) + duties.time_out_attempts(session, now)
-        ids += settle_stopping_runs(session)
-        ids += redeliver_unclaimed(session, ClaimHolders(client))
+        ids = settle_stopping_runs(session) + redeliver_unclaimed(session, claims)
+        ids += resend_marked_signals(session, clock())
+        stopping = attempts_to_stop(session)
     sent = relay.relay_ids(ids)
-    if ids:
-        log.info("repair on start: %d signals sent", len(ids))
+    stop_attempts(stopping)
+    log.info("repair: %d signals sent, %d attempts told to stop again", len(ids), len(stopping))
     return sent
 
 
@@ -57,7 +78,7 @@ def settle_stopping_runs(session: Session) -> list[int]:
     """``reconcile`` for runs stopping (cancel, pause) with no task left running."""
     active = exists().where(TaskRun.run_id == Run.id, TaskRun.state == TaskState.ACTIVE.value)
     ids = session.scalars(select(Run.id).where(Run.state.in_(STOPPING), ~active))
-    return enqueue(session, [_activation(run_id, "reconcile") for run_id in ids])
+    return enqueue(session, [activation(run_id, "reconcile") for run_id in ids])
 
 
 def redeliver_unclaimed(session: Session, claims: ClaimHolders) -> list[int]:
@@ -71,7 +92,92 @@ def redeliver_unclaimed(session: Session, claims: ClaimHolders) -> list[int]:
         chunk = rows[start:start + BATCH]
         holders = claims.holders([f"{row.id}:{row.attempt}" for row in chunk])
         messages += [
-            _activation(row.run_id, "redeliver", row.name, row.attempt)
+            activation(row.run_id, "redeliver", row.name, row.attempt)
             for row, holder in zip(chunk, holders, strict=True) if holder is None
         ]
     return enqueue(session, messages)
+
+
+def resend_marked_signals(session: Session, now: datetime) -> list[int]:
+    """The beat's signals marked sent whose transition has not happened yet.
+
+    Each duty clears (or stamps) a column when it writes its signal; a state that
+    still waits for the signal with the mark set means the message may be lost.
+    """
+    runs = _signals(session, "start", select(Run.id).where(
+        Run.state == RunState.READY.value, Run.activation_sent_at.is_not(None),
+        Run.scheduled_for <= now,
+    ))
+    runs += _signals(session, "cancel_grace_over", select(Run.id).where(
+        Run.state == RunState.CANCEL_REQUESTED.value, Run.cancel_grace_sent_at.is_not(None),
+    ))
+    attempts: list[tuple[Signal, Any]] = [
+        ("retry_due", and_(TaskRun.state == TaskState.SOFT_FAILED.value,
+                           TaskRun.retry_at.is_(None))),
+        ("task_timeout", and_(TaskRun.state == TaskState.ACTIVE.value,
+                              TaskRun.deadline_at.is_(None))),
+    ]
+    messages = [
+        activation(row.run_id, signal, row.name, row.attempt)
+        for signal, where in attempts
+        for row in session.execute(
+            select(TaskRun.run_id, TaskRun.name, TaskRun.attempt).where(where))
+    ]
+    return enqueue(session, runs + messages)
+
+
+def _signals(session: Session, signal: Signal, query: Any) -> list[Any]:
+    return [activation(run_id, signal) for run_id in session.scalars(query)]
+
+
+def attempts_to_stop(session: Session) -> list[str]:
+    """Idempotency keys of the ACTIVE attempts of runs being canceled (flags to set)."""
+    rows = session.execute(select(TaskRun.id, TaskRun.attempt).join(
+        Run, Run.id == TaskRun.run_id).where(
+        Run.state == RunState.CANCEL_REQUESTED.value, TaskRun.state == TaskState.ACTIVE.value,
+    ))
+    return [f"{row.id}:{row.attempt}" for row in rows]
+
+
+class Repair:
+    """The engine's repair loop: once at start, then after each new Redis epoch.
+
+    It waits ``REASSERT_GRACE`` into an epoch first, so that live workers have asserted
+    their claims again. One engine or several: each repairs, which only costs the
+    duplicate signals that the engine ignores.
+    """
+
+    def __init__(self, repair: Callable[[], int], client: redis.Redis) -> None:
+        """``repair`` sends the signals (:func:`resend_lost` with its parts bound)."""
+        self._repair = repair
+        self._client = client
+        self._done: str | None = None  # the epoch last repaired
+        self.stopping = threading.Event()
+        self.outages = [Outage("Redis", log), Outage("PostgreSQL", log)]
+
+    def run(self) -> None:
+        """Repair when due until :attr:`stopping` is set."""
+        while not self.stopping.is_set():
+            self.stopping.wait(self.step())
+
+    def step(self) -> float:
+        """Repair if a new epoch is old enough; return how long to wait before the next step."""
+        redis_down, database_down = self.outages
+        every_s = CHECK_EVERY.total_seconds()
+        try:
+            epoch = current_epoch(self._client)
+            redis_down.succeeded()
+            wait_s = (REASSERT_GRACE - epoch.age()).total_seconds()
+            if epoch.name == self._done or wait_s > 0:
+                return min(every_s, wait_s) if epoch.name != self._done else every_s
+            self._repair()
+        except redis.RedisError as error:
+            return redis_down.failed(error)
+        except DBAPIError as error:
+            return database_down.failed(error)
+        except Exception:
+            log.exception("repair failed; trying again")
+            return every_s
+        database_down.succeeded()
+        self._done = epoch.name
+        return CHECK_EVERY.total_seconds()

@@ -15,7 +15,7 @@ from scheduler.services.jobs import create_job
 NOW = datetime.now(UTC)
 
 
-def test_due_runs_retries_and_expired_leases_are_signalled_once(own_database: str) -> None:
+def test_due_runs_and_retries_are_signalled_once(own_database: str) -> None:
     sessions = make_sessions(make_engine(own_database))
     spec = JobSpec.model_validate({
         "name": "beat-duties", "schedule": {"at": (NOW - timedelta(seconds=1)).isoformat()},
@@ -27,22 +27,17 @@ def test_due_runs_retries_and_expired_leases_are_signalled_once(own_database: st
         session.execute(update(Run).where(Run.id == run_id).values(activation_sent_at=None))
         session.execute(update(TaskRun).where(TaskRun.run_id == run_id, TaskRun.name == "a")
                         .values(retry_at=NOW - timedelta(seconds=1), attempt=1))
-        session.execute(update(TaskRun).where(TaskRun.run_id == run_id, TaskRun.name == "b")
-                        .values(lease_expires_at=NOW - timedelta(seconds=1), attempt=2))
     for first_pass in (True, False):  # the second pass finds nothing left to do
         with sessions.begin() as session:
             ids = duties.start_due_runs(session, NOW)
             ids += duties.fire_due_retries(session, NOW)
-            ids += duties.expire_leases(session, NOW)
             payloads = [session.get_one(OutboxMessage, i).payload for i in ids]
         signals = sorted((p["signal"], p.get("task"), p.get("attempt")) for p in payloads
                          if p.get("run_id") == str(run_id))
         if first_pass:
-            assert signals == [("lease_expired", "b", 2), ("retry_due", "a", 1),
-                               ("start", None, None)]
+            assert signals == [("retry_due", "a", 1), ("start", None, None)]
         else:
             assert signals == []
     with sessions() as session:
-        rows = session.execute(select(TaskRun.retry_at, TaskRun.lease_expires_at)
-                               .where(TaskRun.run_id == run_id)).all()
-    assert all(r.retry_at is None and r.lease_expires_at is None for r in rows)
+        rows = session.execute(select(TaskRun.retry_at).where(TaskRun.run_id == run_id)).all()
+    assert all(r.retry_at is None for r in rows)

@@ -19,14 +19,15 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from common.config import Settings
 from common.domain.spec import JobSpec
+from common.messaging.claims import ClaimHolders
 from common.messaging.keys import claim_key
-from common.messaging.liveness import worker_key
+from common.messaging.liveness import LIVENESS_TTL, worker_key
 from common.messaging.messages import Activation, TaskResult
 from common.messaging.publisher import Publisher
 from common.persistence.models import JournalEntry, OutboxMessage, Run, TaskRun
 from common.persistence.outbox import OutboxRelay
 from scheduler.beat import duties, lateness, suspension
-from scheduler.beat.attempts import UNCLAIMED_RECHECK_LEASES, ClaimHolders, LostClaims
+from scheduler.beat.attempts import UNCLAIMED_RECHECK_LEASES, ExpiredLeases, LostClaims
 from scheduler.engine import repair
 from scheduler.engine.batch import BatchApplier
 from scheduler.engine.incoming import Incoming
@@ -106,6 +107,58 @@ def test_a_ready_attempt_claimed_by_a_dead_worker_is_requeued_and_no_other(
     assert (after["live"].attempt, after["live"].claim_check_at) == (1, now + LEASE)
     assert (after["queued"].attempt, after["queued"].claim_check_at) == (
         1, now + LEASE * UNCLAIMED_RECHECK_LEASES)
+
+
+def started_by(engine: BatchApplier, sessions: sessionmaker[Session], run_id: uuid.UUID,
+               workers: dict[str, str]) -> dict[str, TaskRun]:
+    """Report each task started by its worker; return the ACTIVE task runs."""
+    for name, worker in workers.items():
+        task = tasks(sessions, run_id)[name]
+        result = TaskResult(task_run_id=task.id, run_id=run_id, attempt=1, kind="started",
+                            worker=worker)
+        engine.apply([Incoming(result.message_id, run_id, result)])
+    return tasks(sessions, run_id)
+
+
+def test_an_expired_lease_requeues_only_the_attempt_of_a_dead_worker(
+    quiet_settings: Settings, client: redis.Redis,
+) -> None:
+    engine, sessions = applier(quiet_settings)
+    run_id = start(engine, sessions, {"name": "expired-leases", "tasks": [
+        {"name": "dead", "type": "sleep"}, {"name": "live", "type": "sleep"}]})
+    live_worker = f"w-live-{uuid.uuid4().hex[:6]}@host"
+    active = started_by(engine, sessions, run_id, {"dead": "w-gone@host", "live": live_worker})
+    client.set(worker_key(live_worker), "{}")
+    now = max(t.lease_expires_at for t in active.values() if t.lease_expires_at)
+    duty = ExpiredLeases(ClaimHolders(client), LEASE, lambda: timedelta(minutes=5))
+    with sessions.begin() as session:
+        sent = signals(session, duty(session, now), run_id)
+    assert [(s["signal"], s["task"], s["attempt"]) for s in sent] == [("lease_expired", "dead", 1)]
+    renewed = tasks(sessions, run_id)
+    assert {name: t.lease_expires_at for name, t in renewed.items()} == {
+        "dead": now + LEASE, "live": now + LEASE}  # the signal goes again if it is lost
+    apply(engine, sent)
+    after = tasks(sessions, run_id)
+    assert {name: (t.state, t.attempt) for name, t in after.items()} == {
+        "dead": ("READY", 2), "live": ("ACTIVE", 1)}
+
+
+def test_no_worker_is_taken_for_dead_while_redis_is_young(
+    quiet_settings: Settings, client: redis.Redis,
+) -> None:
+    """Right after Redis restarted empty no liveness key exists yet: nothing is requeued."""
+    engine, sessions = applier(quiet_settings)
+    run_id = start(engine, sessions, {"name": "young-epoch", "tasks": [
+        {"name": "a", "type": "sleep"}]})
+    active = started_by(engine, sessions, run_id, {"a": "w-not-back-yet@host"})["a"]
+    assert active.lease_expires_at is not None
+    now = active.lease_expires_at + timedelta(seconds=1)
+    duty = ExpiredLeases(ClaimHolders(client), LEASE, lambda: timedelta(seconds=2))
+    with sessions.begin() as session:
+        assert duty(session, now) == []
+    later = tasks(sessions, run_id)["a"]
+    wait_for_keys = LIVENESS_TTL - timedelta(seconds=2)
+    assert (later.state, later.lease_expires_at) == ("ACTIVE", now + wait_for_keys)
 
 
 def test_an_active_task_past_its_timeout_ends_timeout_without_its_worker(
@@ -238,4 +291,6 @@ def test_repair_on_start_finishes_half_done_transitions_idempotently(
         assert [(m.queue, m.payload["task"], m.payload["attempt"]) for m in dispatched
                 if m.queue == "tasks.noop"] == [("tasks.noop", "x", 1)]
     relay = OutboxRelay(sessions, Publisher(client), quiet_settings.dispatch_bundle_size)
-    assert repair.repair_on_start(sessions, relay, client, lambda: datetime.now(UTC)) >= 1
+    stopped: list[str] = []
+    assert repair.resend_lost(sessions, relay, client, stopped.extend,
+                              lambda: datetime.now(UTC)) >= 1
