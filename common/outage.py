@@ -41,6 +41,11 @@ class Outage:
         self._failures = 0
 
     @property
+    def server(self) -> str:
+        """The server's name, as the log and the health status give it."""
+        return self._server
+
+    @property
     def healthy(self) -> bool:
         """Whether the last call to the server succeeded (or none failed yet)."""
         return self._since is None

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from types import FrameType
 from typing import Protocol
 
+from common.health import StatusWriter
+from common.outage import Outage
 from common.process import settle_garbage_collector
 
 
@@ -21,15 +25,35 @@ class Loop(Protocol):
         """Run until stopped."""
 
 
-def run_until_signalled(name: str, loop: Loop) -> None:
-    """Run ``loop`` until SIGTERM or SIGINT, logging under the component's ``name``.
+def configure_logging(name: str) -> None:
+    """Log INFO and up to stderr, each line naming the component.
 
-    The signal only sets the loop's event: the loop finishes what it is doing (a batch,
-    a tick) and returns, so a stop never cuts a transaction in half.
+    Called by :func:`run_until_signalled`, and before it by a component whose building
+    logs (or may fail): a line written before logging is configured is lost.
     """
     logging.basicConfig(
         level=logging.INFO, format=f"%(asctime)s {name} %(levelname)s %(name)s %(message)s"
     )
+
+
+def outages_of(loop: object) -> list[Outage]:
+    """The outage trackers a loop exposes as ``outages`` (none if it has no such attribute).
+
+    Its health check reports unhealthy while any of them says its server is down.
+    """
+    outages = getattr(loop, "outages", ())
+    return [outage for outage in outages if isinstance(outage, Outage)]
+
+
+def run_until_signalled(name: str, loop: Loop, *, health_dir: Path | None = None) -> None:
+    """Run ``loop`` until SIGTERM or SIGINT, logging under the component's ``name``.
+
+    The signal only sets the loop's event: the loop finishes what it is doing (a batch,
+    a tick) and returns, so a stop never cuts a transaction in half. With
+    ``health_dir``, the loop's :func:`outages_of` are written there for
+    ``stellwerk healthcheck`` (:mod:`common.health`).
+    """
+    configure_logging(name)
 
     def stop(signum: int, frame: FrameType | None) -> None:
         loop.stopping.set()
@@ -38,9 +62,12 @@ def run_until_signalled(name: str, loop: Loop) -> None:
     signal.signal(signal.SIGINT, stop)
     settle_garbage_collector()
     log = logging.getLogger(f"stellwerk.{name}")
-    log.info("%s started", name)
-    loop.run()
-    log.info("%s stopped", name)
+    with contextlib.ExitStack() as stack:
+        if health_dir is not None:
+            stack.enter_context(StatusWriter(health_dir, name, lambda: outages_of(loop)))
+        log.info("%s started", name)
+        loop.run()
+        log.info("%s stopped", name)
 
 
 
@@ -56,6 +83,11 @@ class Together:
         self._loops = list(loops)
         self._failure: Exception | None = None
         self.stopping = threading.Event()
+
+    @property
+    def outages(self) -> list[Outage]:
+        """The outage trackers of every loop, for the process's health status."""
+        return [outage for loop in self._loops for outage in outages_of(loop)]
 
     def run(self) -> None:
         """Run every loop until :attr:`stopping` is set or one of them ends."""

@@ -19,8 +19,6 @@ from collections.abc import Sequence
 
 import redis
 
-from common.messaging.wire import open_envelope
-
 log = logging.getLogger(__name__)
 
 PROCESSING = "stellwerk:processing:{owner}"
@@ -39,6 +37,25 @@ for k = 1, #KEYS - 1 do
   end
 end
 return taken
+"""
+
+# The whole processing list back onto the consuming ends of its messages' queues, in one
+# atomic call: a connection that drops midway leaves every message either still in the
+# list or back in its queue, never in neither (a pop, then a push, could lose one).
+_REQUEUE = """
+local moved = 0
+while true do
+  local raw = redis.call('LPOP', KEYS[1])
+  if not raw then break end
+  local ok, message = pcall(cjson.decode, raw)
+  local queue = ok and type(message) == 'table' and message.properties
+    and message.properties.delivery_info and message.properties.delivery_info.routing_key
+  if type(queue) == 'string' then
+    redis.call('RPUSH', queue, raw)
+    moved = moved + 1
+  end
+end
+return moved
 """
 
 
@@ -129,15 +146,8 @@ def requeue_list(client: redis.Redis, key: str) -> int:
     """Move every message of a processing list back to the consuming end of its queue.
 
     The processing list holds the batch newest first; taking from its head and pushing
-    onto the consuming end leaves the oldest message to be consumed first again.
+    onto the consuming end leaves the oldest message to be consumed first again. One
+    atomic script: see ``_REQUEUE``. A message that is no Celery task message is
+    dropped (it was dropped when first read, too).
     """
-    moved = 0
-    while (raw := client.lpop(key)) is not None:
-        assert isinstance(raw, bytes | str)
-        try:
-            queue = open_envelope(raw).queue
-        except ValueError:
-            continue  # undecodable: it was dropped when first read, too
-        client.rpush(queue, raw)
-        moved += 1
-    return moved
+    return int(client.eval(_REQUEUE, 1, key))

@@ -4,6 +4,17 @@ Celery's one-task-per-message model would cost a transaction (and kombu's bookke
 per message; the engine instead takes up to ``batch_size`` messages in one Redis call,
 applies them in one transaction, and only then acknowledges them all. A batch that
 fails is put back at the head of its queues.
+
+Outages (issue 13): when Redis or PostgreSQL cannot be reached the loop does not end.
+It logs the outage once (:class:`common.outage.Outage`), retries with capped backoff
+and goes on within a second of the server's return. A batch is never lost on the way:
+while PostgreSQL is down the loop holds its batch (still in its processing list in
+Redis) and applies it when PostgreSQL is back; after any Redis failure it first puts
+its processing list back in the queues (one atomic script), then takes again. What a
+failed call may have left there (a take whose reply was lost, an ack after a commit)
+is then consumed again, and the database's de-duplication by message id makes that
+harmless. If the engine stops before Redis is back, its processing list is recovered
+by another reader once its liveness key has expired.
 """
 
 from __future__ import annotations
@@ -12,13 +23,15 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from common.messaging.loop_timings import LoopTimings
 from common.messaging.messages import ACTIVATION_QUEUE, RESULTS_QUEUE
 from common.messaging.reliable import BatchReader
 from common.messaging.wire import open_envelope
+from common.outage import Outage
+from common.unreachable import database_unreachable, redis_unreachable
 from scheduler.engine.batch import BatchApplier, BatchOutcome
 from scheduler.engine.incoming import Incoming, decode
 
@@ -85,7 +98,7 @@ class EngineConsumer:
         self, reader: BatchReader, applier: BatchApplier, *, batch_size: int,
         linger: timedelta = timedelta(0),
         on_outcome: Callable[[BatchOutcome], None] | None = None,
-        timings: LoopTimings | None = None,
+        timings: LoopTimings | None = None, hooks: OutageHooks | None = None,
     ) -> None:
         self._reader = reader
         self._timings = timings  # for GET /metrics
@@ -93,19 +106,71 @@ class EngineConsumer:
         self._batch_size = batch_size
         self._linger_s = linger.total_seconds()
         self._on_outcome = on_outcome
+        self._hooks = hooks or OutageHooks()
         self.stats = BatchStats()
         self.stopping = threading.Event()
         self._load = BusyRatio()
+        self.redis = Outage("Redis", log)
+        self.database = Outage("PostgreSQL", log)
+        self._requeue_owed = False  # a Redis call failed: the processing list goes back first
+        self._relay_owed = False  # ... and what a failed publish left in the outbox goes out
+
+    @property
+    def outages(self) -> list[Outage]:
+        """Redis and PostgreSQL as this loop sees them, for its health status."""
+        return [self.redis, self.database]
 
     def run(self) -> None:
-        """Consume until :attr:`stopping` is set."""
+        """Consume until :attr:`stopping` is set; wait out Redis and PostgreSQL outages."""
         while not self.stopping.is_set():
-            self._reader.recover_orphans_if_due()
-            raws = self._take()
-            if raws:
-                self._flush(raws)
-            else:
-                self._idle()
+            try:
+                self._turn()
+            except Exception as error:
+                if not self._counted_as_outage(error):
+                    raise
+        if self._requeue_owed:
+            self._requeue_at_stop()
+
+    def _turn(self) -> None:
+        """What an outage left owed, then one batch (or an idle turn)."""
+        self._settle_after_outage()
+        self._reader.recover_orphans_if_due()
+        raws = self._take()
+        self.redis.succeeded()
+        if raws:
+            self._flush(raws)
+        else:
+            self._idle()
+
+    def _settle_after_outage(self) -> None:
+        """After a Redis failure: the processing list back to its queues, the outbox relayed."""
+        if self._requeue_owed:
+            self._reader.requeue()
+            self._requeue_owed = False
+        if self._relay_owed:
+            self._hooks.after_redis_outage()
+            self._relay_owed = False
+
+    def _counted_as_outage(self, error: Exception) -> bool:
+        """Count an unreachable server and wait before the next try; False for other errors."""
+        if redis_unreachable(error):
+            self._requeue_owed = self._relay_owed = True
+            wait_s = self.redis.failed(error)
+        elif database_unreachable(error):
+            wait_s = self.database.failed(error)
+        else:
+            return False
+        self.stopping.wait(wait_s)
+        return True
+
+    def _requeue_at_stop(self) -> None:
+        try:
+            self._reader.requeue()
+        except Exception as error:
+            if not redis_unreachable(error):
+                raise
+            log.warning("Redis is still down: this engine's unfinished batch is recovered "
+                        "by another engine once this one's liveness key has expired")
 
     def _take(self) -> list[bytes]:
         """A batch; when the engine is busy, a small batch waits a moment to grow.
@@ -128,31 +193,81 @@ class EngineConsumer:
     def _idle(self) -> None:
         if self._timings is not None:
             self._timings.flush_if_due()
+        if not self.database.healthy:  # nothing else would tell it is back while idle
+            self._hooks.ping_database()
+            self.database.succeeded()
         try:
             self._applier.flush()
-        except Exception:
+        except Exception as error:
+            if database_unreachable(error):
+                raise
             log.exception("could not delete relayed outbox rows; the beat will resend them")
 
     def _flush(self, raws: list[bytes]) -> None:
         started = time.monotonic()
         batch = [item for raw in raws if (item := _decode(raw)) is not None]
         try:
-            outcome = self._applier.apply(batch)
-        except Exception:
+            outcome = self._apply_held(batch)
+        except Exception as error:
+            if redis_unreachable(error) or database_unreachable(error):
+                raise
             log.exception("batch of %d messages failed; requeued", len(raws))
             self._reader.requeue()
             self.stopping.wait(1.0)
             return
+        if outcome is None:  # stopped while PostgreSQL was down: the batch goes back
+            self._requeue_owed = True
+            return
         self._reader.ack()
+        self._account(outcome, len(raws), started)
+
+    def _apply_held(self, batch: Sequence[Incoming]) -> BatchOutcome | None:
+        """Apply ``batch``; while PostgreSQL is unreachable, hold it and try again.
+
+        Holding (rather than requeueing) keeps the messages' order and spares Redis a
+        round trip per try; the reader's liveness key is kept fresh meanwhile, so no
+        other engine takes the batch as orphaned. None if stopped before it went through.
+        """
+        while not self.stopping.is_set():
+            try:
+                outcome = self._applier.apply(batch)
+            except Exception as error:
+                if not database_unreachable(error):
+                    raise
+                self.stopping.wait(self.database.failed(error))
+                self._reader.heartbeat()
+                continue
+            self.database.succeeded()
+            return outcome
+        return None
+
+    def _account(self, outcome: BatchOutcome, messages: int, started: float) -> None:
+        """Hand the outcome on; count, time and (when slow) log the batch."""
         if self._on_outcome is not None:
             self._on_outcome(outcome)
         busy_s = time.monotonic() - started
-        self.stats.add(len(raws), busy_s)
+        self.stats.add(messages, busy_s)
         self._load.add(started, started + busy_s)
         if self._timings is not None:
             self._timings.observe(busy_s)
         if busy_s >= SLOW_BATCH_S:
-            log.warning("slow batch: %d messages took %.0f ms", len(raws), 1000 * busy_s)
+            log.warning("slow batch: %d messages took %.0f ms", messages, 1000 * busy_s)
+
+
+class OutageHooks:
+    """What the engine does around outages; by default, nothing.
+
+    ``after_redis_outage`` relays what a publish that failed during the outage left in
+    the outbox (else the beat would send it only after its grace, 30 s late).
+    ``ping_database`` tells an idle engine that PostgreSQL is back.
+    """
+
+    def __init__(
+        self, after_redis_outage: Callable[[], None] = lambda: None,
+        ping_database: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.after_redis_outage = after_redis_outage
+        self.ping_database = ping_database
 
 
 def _decode(raw: bytes) -> Incoming | None:

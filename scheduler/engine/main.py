@@ -5,8 +5,11 @@ from __future__ import annotations
 from functools import partial
 
 import redis
+from sqlalchemy import text
+from sqlalchemy.orm import Session, sessionmaker
 
 from common.config import Settings
+from common.health import health_dir
 from common.messaging.celery_app import make_celery
 from common.messaging.holdings import acknowledge
 from common.messaging.loop_timings import LoopTimings
@@ -16,12 +19,12 @@ from common.messaging.reliable import BatchReader, default_owner
 from common.persistence.db import make_engine, make_sessions
 from common.persistence.outbox import OutboxRelay
 from scheduler.engine.batch import BatchApplier, BatchOutcome
-from scheduler.engine.consumer import ENGINE_QUEUES, EngineConsumer
+from scheduler.engine.consumer import ENGINE_QUEUES, EngineConsumer, OutageHooks
 from scheduler.engine.loading import RunLoader
 from scheduler.engine.repair import Repair, resend_lost
 from scheduler.engine.stopper import Stopper
 from scheduler.engine.structure import StructureCache
-from scheduler.service import Together, run_until_signalled
+from scheduler.service import Together, configure_logging, run_until_signalled
 
 
 def build_consumer(settings: Settings) -> EngineConsumer:
@@ -47,7 +50,19 @@ def build_consumer(settings: Settings) -> EngineConsumer:
         linger=settings.engine_batch_wait,
         on_outcome=after_batch,
         timings=LoopTimings(client, "engine_batch"),
+        hooks=OutageHooks(
+            after_redis_outage=lambda: _relay_all(relay), ping_database=lambda: _ping(sessions)
+        ),
     )
+
+
+def _relay_all(relay: OutboxRelay) -> None:
+    relay.relay_pending()
+
+
+def _ping(sessions: sessionmaker[Session]) -> None:
+    with sessions() as session:
+        session.execute(text("SELECT 1"))
 
 
 def build_repair(settings: Settings) -> Repair:
@@ -62,4 +77,6 @@ def build_repair(settings: Settings) -> Repair:
 
 def run_engine(settings: Settings) -> None:
     """Consume activations and results, and repair, until SIGTERM or SIGINT."""
-    run_until_signalled("engine", Together([build_consumer(settings), build_repair(settings)]))
+    configure_logging("engine")  # before the loops are built: nothing they log is lost
+    loops = Together([build_consumer(settings), build_repair(settings)])
+    run_until_signalled("engine", loops, health_dir=health_dir(settings.data_dir))

@@ -1,0 +1,42 @@
+"""Telling "the server is not there" from every other error.
+
+A loop waits out the first kind (:class:`common.outage.Outage`: logged once, retried
+with capped backoff) and handles the second as it always did (a failed batch is
+requeued, a failed tick logged with its traceback). The line matters: a deadlock or a
+serialization failure is an ``OperationalError`` too, yet the server answered, and
+waiting for it to "come back" would hide a bug behind a warning.
+"""
+
+from __future__ import annotations
+
+import psycopg
+import redis
+from sqlalchemy import exc as sa_exc
+
+# SQLSTATE classes and codes that mean the server or the connection went away:
+# 08 connection exception; 57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot
+# connect now (starting up or shutting down).
+_GONE_CLASSES = ("08",)
+_GONE_CODES = frozenset({"57P01", "57P02", "57P03"})
+
+
+def redis_unreachable(error: BaseException) -> bool:
+    """Whether ``error`` says Redis could not be reached (down, restarting, loading).
+
+    ``BusyLoadingError`` (a restarted Redis reading its append-only file) is a
+    ``ConnectionError``; a ``ResponseError`` (a bad command) is not, and is a bug.
+    """
+    return isinstance(error, redis.ConnectionError | redis.TimeoutError)
+
+
+def database_unreachable(error: BaseException) -> bool:
+    """Whether ``error`` says PostgreSQL could not be reached, or dropped the connection."""
+    if isinstance(error, sa_exc.DBAPIError):
+        if error.connection_invalidated:
+            return True
+        return database_unreachable(error.orig) if error.orig is not None else False
+    if isinstance(error, psycopg.OperationalError | psycopg.InterfaceError):
+        state = error.sqlstate
+        # No SQLSTATE: the client failed (refused, reset, closed) before any answer.
+        return state is None or state.startswith(_GONE_CLASSES) or state in _GONE_CODES
+    return False
