@@ -5,16 +5,21 @@ arguments, so nothing in a job's params is ever parsed by ``/bin/sh``. The proce
 the environment contract of SPEC §5 (``JOB_ID``, ``JOB_PARAMS``, ``JOB_STORAGE``, ...);
 its stdout and stderr lines become the task log, and a stdout line
 ``[saveJobStorage] {json}`` saves the job storage for the next run. It runs in its own
-process group, so a cancel or timeout stops whatever it started as well.
+process group, so a cancel or timeout stops whatever it started as well, and on Linux
+it dies with the worker (``PR_SET_PDEATHSIG``): a worker killed with SIGKILL leaves no
+process running on, whose attempt the beat requeues while it still writes its effects.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import signal
 import subprocess
+import sys
 import threading
+from collections.abc import Callable
 from typing import IO
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -26,6 +31,7 @@ from workers.outcomes import Completed, Failed
 from workers.registry import processor
 from workers.tasklog import LogStream
 
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 TERM_GRACE_S = 5.0
 # How often a running process's task is checked for a cancel request.
 CANCEL_POLL_S = 0.1
@@ -63,6 +69,7 @@ def shell(ctx: TaskContext) -> Completed | Failed:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             start_new_session=True,
+            preexec_fn=die_with_parent(),  # noqa: PLW1509 - prctl only, no locks taken
         )
     except OSError as exc:
         return Failed(f"cannot start {params.argv[0]!r}: {exc}")
@@ -75,6 +82,26 @@ def shell(ctx: TaskContext) -> Completed | Failed:
     if code == 0:
         return Completed(output)
     return Failed(f"exit code {code}", output)
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that has the child SIGKILLed when its parent dies (Linux only).
+
+    The signal is tied to the thread that forked; the worker's pool threads live as
+    long as the worker. A parent that died before ``prctl`` took effect is seen as a
+    changed parent pid, and the child ends itself at once.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return preexec
 
 
 def _describe(error: ValidationError) -> str:
