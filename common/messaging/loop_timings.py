@@ -69,6 +69,10 @@ class LoopTimings:
                 pipe.hset(self._key, mapping=fields)  # type: ignore[arg-type]
                 pipe.expire(self._key, KEY_TTL)
                 pipe.execute()
+        except (redis.ConnectionError, redis.TimeoutError) as error:
+            # Redis is down: the loop's own Outage says so once; a line every flush
+            # would repeat it every few seconds of the outage.
+            log.debug("could not write loop timings: %s", error)
         except redis.RedisError as error:
             log.warning("could not write loop timings: %s", error)
 

@@ -6,6 +6,9 @@ outbox row with ``due_at``. This thread publishes each at that instant, so a fir
 lateness is the timer's precision plus the engine's step, not the tick's period. The
 rows are deleted by the next tick. If the beat dies first, the rows are still in the
 outbox and any relay sends them once they are overdue by its grace: late, never lost.
+While Redis is down the thread keeps the rows and tries again with capped backoff
+(logged once, :class:`common.outage.Outage`), so they go out within about a second of
+Redis's return rather than after the relay's grace.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import datetime
 
+from common.outage import Outage
 from common.persistence.outbox import Deferred, OutboxRelay
+from common.unreachable import redis_unreachable
 
 log = logging.getLogger(__name__)
 LOG_EVERY_S = 10.0
@@ -38,6 +43,7 @@ class Handoff:
         self._stopping = False
         self._late_ms: list[float] = []  # how late each row went out, logged now and then
         self._logged = time.monotonic()
+        self.redis = Outage("Redis", log)
 
     def hand(self, rows: Sequence[Deferred]) -> None:
         """Publish ``rows`` at their due times."""
@@ -77,12 +83,28 @@ class Handoff:
                 return
             try:
                 self._relay.publish_written([row.message for row in batch])
-            except Exception:  # the rows stay in the outbox: a relay sends them later
-                log.exception("publishing %d timed messages failed", len(batch))
+            except Exception as error:  # the rows stay in the outbox: a relay sends them later
+                if redis_unreachable(error):
+                    self._keep(batch, self.redis.failed(error))
+                else:
+                    log.exception("publishing %d timed messages failed", len(batch))
                 continue
+            self.redis.succeeded()
             with self._due:
                 self._sent += [row.id for row in batch]
             self._account(batch)
+
+    def _keep(self, batch: list[Deferred], wait_s: float) -> None:
+        """Put ``batch`` back to be tried again after ``wait_s`` (unless stopping).
+
+        A stopping beat leaves them: they are in the outbox, and a relay sends them.
+        """
+        with self._due:
+            if self._stopping:
+                return
+            for row in batch:
+                heapq.heappush(self._heap, (row.due_at, next(self._order), row))
+            self._due.wait(wait_s)
 
     def _account(self, batch: list[Deferred]) -> None:
         """Log how late the timed messages went out, every ``LOG_EVERY_S``."""

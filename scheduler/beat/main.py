@@ -7,6 +7,7 @@ from datetime import timedelta
 import redis
 
 from common.config import Settings
+from common.health import health_dir
 from common.messaging.claims import ClaimHolders
 from common.messaging.epoch import current_epoch
 from common.messaging.loop_timings import LoopTimings
@@ -17,7 +18,7 @@ from common.persistence.outbox import OutboxRelay
 from scheduler.beat import duties, lateness, suspension
 from scheduler.beat.attempts import ExpiredLeases, LostClaims
 from scheduler.beat.ticker import Duty, Ticker
-from scheduler.service import run_until_signalled
+from scheduler.service import configure_logging, run_until_signalled
 
 
 def build_ticker(settings: Settings) -> Ticker:
@@ -30,7 +31,7 @@ def build_ticker(settings: Settings) -> Ticker:
     return Ticker(
         sessions, relay, settings.beat_interval, clock=utcnow, cancel_grace=settings.cancel_grace,
         fire_crons=not settings.disable_cron, watch=watch_duties(client, settings),
-        timings=LoopTimings(client, "beat_step"),
+        timings=LoopTimings(client, "beat_step"), ping_redis=client.ping,
     )
 
 
@@ -50,4 +51,5 @@ def watch_duties(client: redis.Redis, settings: Settings) -> list[Duty]:
 
 def run_beat(settings: Settings) -> None:
     """Tick until SIGTERM or SIGINT."""
-    run_until_signalled("beat", build_ticker(settings))
+    configure_logging("beat")
+    run_until_signalled("beat", build_ticker(settings), health_dir=health_dir(settings.data_dir))

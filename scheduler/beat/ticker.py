@@ -5,6 +5,11 @@ written as timed outbox rows, and the handoff's timer publishes each at its inst
 Lateness is then milliseconds whatever the load (a tick woken for every due run cost
 a whole tick per fire). The firing duties run ``STEPS_PER_TICK`` times a tick, so a
 busy second's fires are written in small slices; the other duties once a tick.
+
+An unreachable Redis or PostgreSQL ends no tick loop (issue 13): the outage is logged
+once, the tick is tried again after a capped backoff (at most a second), and the
+beat fires again within about a second of the server's return. What falls due in the
+meantime is fired late, never skipped (the cron fire policy decides about misses).
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ from sqlalchemy import delete
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.messaging.loop_timings import LoopTimings
+from common.outage import Outage
 from common.persistence.models import OutboxMessage
 from common.persistence.outbox import OutboxRelay
+from common.unreachable import database_unreachable, redis_unreachable
 from scheduler.beat import crons, duties, timers
 from scheduler.beat.handoff import Handoff
 
@@ -46,9 +53,14 @@ class Ticker:
         self, sessions: sessionmaker[Session], relay: OutboxRelay, interval: timedelta,
         clock: Callable[[], datetime], cancel_grace: timedelta = timedelta(seconds=30),
         *, fire_crons: bool = True, watch: Sequence[Duty] = (), handoff: Handoff | None = None,
-        timings: LoopTimings | None = None,
+        timings: LoopTimings | None = None, ping_redis: Callable[[], object] = lambda: None,
     ) -> None:
         self._timings = timings  # for GET /metrics
+        # A tick that publishes nothing does not tell whether Redis is back: asked
+        # before each tick while Redis is down.
+        self._ping_redis = ping_redis
+        self.redis = Outage("Redis", log)
+        self.database = Outage("PostgreSQL", log)
         self._sessions = sessions
         self._watch = watch  # lost attempts, task timeouts, suspension, lateness
         self._fire_crons = fire_crons  # False: STELLWERK_DISABLE_CRON
@@ -100,23 +112,46 @@ class Ticker:
             self._last_prune = now
         return ids
 
+    @property
+    def outages(self) -> list[Outage]:
+        """Redis and PostgreSQL as the tick and the handoff see them, for the health status."""
+        return [self.redis, self.database, self._handoff.redis]
+
     def run(self) -> None:
-        """Tick until stopped; an error is logged and the next tick tries again."""
+        """Tick until stopped; an outage is waited out, another error logged, then tick again."""
         while not self.stopping.is_set():
             began = time.monotonic()
-            try:
-                wake = self.tick()
-            except Exception:
-                log.exception("beat tick failed")
-                wake = self._clock() + self._interval
+            delay_s = self._step()
             if self._timings is not None:
                 self._timings.observe(time.monotonic() - began)
-            delay = (wake - self._clock()).total_seconds()
-            if delay > 0:
-                self.stopping.wait(delay)
+            if delay_s > 0:
+                self.stopping.wait(delay_s)
         self._handoff.stop(timeout_s=(self._lookahead + self._interval).total_seconds())
-        with self._sessions.begin() as session:
-            _forget(session, self._handoff.take_sent())
+        try:
+            with self._sessions.begin() as session:
+                _forget(session, self._handoff.take_sent())
+        except Exception as error:
+            if not database_unreachable(error):
+                raise
+            log.warning("PostgreSQL is down: sent timed rows stay in the outbox; "
+                        "the relay sends them again, the engine ignores the copies")
+
+    def _step(self) -> float:
+        """One tick, or the wait an outage asks for; return seconds until the next step."""
+        try:
+            if not self.redis.healthy:
+                self._ping_redis()
+                self.redis.succeeded()
+            wake = self.tick()
+        except Exception as error:
+            if redis_unreachable(error):
+                return self.redis.failed(error)
+            if database_unreachable(error):
+                return self.database.failed(error)
+            log.exception("beat tick failed")
+            return self._interval.total_seconds()
+        self.database.succeeded()
+        return (wake - self._clock()).total_seconds()
 
 
 def _forget(session: Session, ids: list[int]) -> None:
