@@ -16,13 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 ACTIVATION_QUEUE = "stellwerk.activation"
 RESULTS_QUEUE = "stellwerk.results"
-NOTIFY_QUEUE = "stellwerk.notify"
 JOBS_QUEUE = "stellwerk.jobs"
 TASK_QUEUE_PREFIX = "tasks."
 
 ACTIVATE_TASK = "stellwerk.activate"
 RESULT_TASK = "stellwerk.result"
-NOTIFY_TASK = "stellwerk.notify"
 EXECUTE_TASK = "stellwerk.execute"
 EXECUTE_BUNDLE_TASK = "stellwerk.execute_bundle"
 JOBS_TASK = "stellwerk.jobs"  # a producer's request (``common.messaging.requests``)
@@ -168,12 +166,3 @@ class Event(BaseModel):
     # (``job.created``, ``request.failed``...); None when the change came another way.
     request_id: str | None = None
 
-
-class NotifyBatch(Message):
-    """The events of one engine transaction for one run, in order.
-
-    Batching keeps a 10,000-task run from costing 30,000 broker messages; each event
-    still has its own entry and the notify runner fans them out one by one.
-    """
-
-    events: list[Event]

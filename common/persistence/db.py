@@ -17,6 +17,11 @@ def sqlalchemy_url(url: str) -> str:
     raise ValueError(f"not a PostgreSQL URL: {url.rsplit('@', maxsplit=1)[-1]!r}")
 
 
+def libpq_url(url: str) -> str:
+    """The URL as psycopg's own ``connect`` takes it (no SQLAlchemy driver name)."""
+    return "postgresql://" + sqlalchemy_url(url).removeprefix("postgresql+psycopg://")
+
+
 def make_engine(url: str, pool_size: int = 5, *, pre_ping: bool = True) -> Engine:
     """An engine; pre-ping makes a restarted server harmless to a long-lived process.
 

@@ -273,6 +273,21 @@ class OutboxMessage(Base):
     due_at: Mapped[datetime | None] = mapped_column(nullable=True)
 
 
+class NotifyEvents(Base):
+    """Events for the notify runner, written in the transaction of the change they tell of.
+
+    One row per writing transaction, its events in order. The runner turns rows into
+    deliveries and deletes them in one transaction, taking them in ``id`` order (issue
+    13: Redis, which carried them before, may lose everything it holds).
+    """
+
+    __tablename__ = "notify_events"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    events: Mapped[list[Json]] = mapped_column(JSONB)
+    created_at: Mapped[datetime] = mapped_column(server_default=func.now())
+
+
 class ConsumedMessage(Base):
     """Ids of messages whose effects are committed: a redelivered message is skipped.
 

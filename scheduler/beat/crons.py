@@ -35,10 +35,10 @@ from common.domain.fire_policy import (
 )
 from common.domain.states import RUN_UNFINISHED, RunState
 from common.messaging.messages import ACTIVATE_TASK, ACTIVATION_QUEUE, Activation, Event
-from common.messaging.notify import notify_message
 from common.messaging.publisher import Outgoing
 from common.persistence.db import driver
 from common.persistence.models import Fire, Job, Run
+from common.persistence.notify_events import record_events
 from common.persistence.outbox import enqueue
 from scheduler.services.run_batch import NewRun, create_runs
 from scheduler.services.runs import create_run
@@ -68,7 +68,8 @@ def fire_due_crons(session: Session, now: datetime, lookahead: timedelta = LOOKA
             batch.add(job, horizon)
         else:
             ids += _fire_job(session, job, now, horizon)
-    return ids + batch.write()
+    batch.write()
+    return ids
 
 
 def release_buffered(session: Session, now: datetime) -> list[int]:
@@ -207,9 +208,9 @@ class _JobFiring:
         return self.finish()
 
     def finish(self) -> list[int]:
-        """Write the ``run.skipped`` events; return every outbox id to relay."""
+        """Record the ``run.skipped`` events; return every outbox id to relay."""
         if self.skipped:
-            self.outbox_ids += enqueue(self.session, [notify_message(self.skipped)])
+            record_events(self.session, self.skipped)
             self.skipped = []
         return self.outbox_ids
 
@@ -291,24 +292,24 @@ class _FireBatch:
             self._fires.append((job.id, decision.fire_at, "run" if run_id else "skipped",
                                 trigger, decision.reason, run_id, self._now))
 
-    def write(self) -> list[int]:
-        """Insert the fires not yet recorded (another beat may have), their runs, events."""
+    def write(self) -> None:
+        """Insert the fires not yet recorded (another beat may have), their runs, events.
+
+        Nothing to relay: the runs' activations are left to ``start_due_runs``.
+        """
         conn = driver(self._session)
         if self._next:  # one statement, not an ORM flush of every job
             conn.execute(MOVE_NEXT_FIRES, (list(self._next), list(self._next.values())))
         if not self._fires:
-            return []
+            return
         columns = [list(column) for column in zip(*self._fires, strict=True)]
         inserted = set(conn.execute(INSERT_FIRES, columns).fetchall())
         runs = [run for key, run in self._runs.items() if key in inserted]
-        ids = create_runs(self._session, runs, self._now)
-        skipped = [
+        create_runs(self._session, runs, self._now)
+        record_events(self._session, [
             _skipped_event(self._jobs[job_id], self._now, fire_at, reason)
             for (job_id, fire_at), reason in self._reasons.items() if (job_id, fire_at) in inserted
-        ]
-        if skipped:
-            ids += enqueue(self._session, [notify_message(skipped)])
-        return ids
+        ])
 
 
 MOVE_NEXT_FIRES = (

@@ -2,7 +2,7 @@
 
 ``runs.late_at`` is set when the run is created (``scheduler.services.runs``). The duty
 claims runs whose ``late_at`` has come (``FOR UPDATE SKIP LOCKED``, a partial index:
-O(due)) and clears it in the same transaction that writes the event to the outbox, so
+O(due)) and clears it in the same transaction that records the event for notify, so
 each run is announced at most once, also with several beats. A run that started in
 time is only cleared; no state changes, so the engine is not involved.
 """
@@ -17,14 +17,16 @@ from sqlalchemy.orm import Session
 
 from common.domain.states import RunState
 from common.messaging.messages import Event
-from common.messaging.notify import notify_message
 from common.persistence.models import Job, Run
-from common.persistence.outbox import enqueue
+from common.persistence.notify_events import record_events
 from scheduler.beat.duties import BATCH
 
 
 def announce_late_runs(session: Session, now: datetime) -> list[int]:
-    """Send ``run.late`` for each due run still waiting to start."""
+    """Announce ``run.late`` for each due run still waiting to start.
+
+    Returns no outbox ids (a beat duty's result): the events are recorded for notify.
+    """
     query = (
         select(Run.id, Run.state, Run.scheduled_for, Job.id.label("job_id"), Job.name,
                Job.type, Job.application, Job.tenant)
@@ -38,7 +40,8 @@ def announce_late_runs(session: Session, now: datetime) -> list[int]:
         return []
     session.execute(update(Run).where(Run.id.in_([r.id for r in rows])).values(late_at=None))
     late = [row for row in rows if row.state == RunState.READY]
-    return enqueue(session, [notify_message([_late_event(row, now)]) for row in late])
+    record_events(session, [_late_event(row, now) for row in late])
+    return []
 
 
 def _late_event(row: Any, now: datetime) -> Event:

@@ -4,6 +4,11 @@ Up to ``concurrency`` deliveries are in flight at once; the loop claims only as 
 as it has free threads, so a claimed delivery never waits in a local queue while its
 lease runs. It wakes when the intake has recorded new deliveries and otherwise looks
 for due retries (and deliveries left by a runner that died) once per poll interval.
+
+PostgreSQL unreachable is an outage (logged once, retried with capped backoff): the
+loop keeps claiming at the backoff's pace, and a thread that sent a delivery keeps
+trying to record the outcome until the server is back or its lease has run out (then
+another runner sends it again). A webhook that fails is no outage, only a failed try.
 """
 
 from __future__ import annotations
@@ -16,6 +21,8 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
+from common.connection_errors import DATABASE_ERRORS
+from common.outage import Outage
 from scheduler.notify.backoff import NextStep, RetryPolicy, after_attempt
 from scheduler.notify.deliveries import Attempt, Claimed, DeliveryStore
 from scheduler.notify.senders import Sender
@@ -47,6 +54,8 @@ class DeliveryLoop:
         self._rand = rand
         self._slots = threading.Semaphore(concurrency)
         self._next_prune = 0.0
+        self._database = Outage("PostgreSQL", log)
+        self.outages = [self._database]
         self.stopping = stopping
         self.wake = threading.Event()
 
@@ -57,25 +66,35 @@ class DeliveryLoop:
                 if not self._slots.acquire(timeout=POLL.total_seconds()):
                     continue  # every thread busy
                 claimed = self._claim()
-                for delivery in claimed:
+                for delivery in claimed or []:
                     pool.submit(self._deliver, delivery)
-                if not claimed:
+                if claimed == []:
                     self._prune_if_due()
                     self.wake.wait(POLL.total_seconds())
                     self.wake.clear()
 
-    def _claim(self) -> list[Claimed]:
-        """Claim as many deliveries as there are free threads (one slot is already held)."""
+    def _claim(self) -> list[Claimed] | None:
+        """Claim as many deliveries as there are free threads (one slot is already held).
+
+        None when PostgreSQL is unreachable, after the outage's wait.
+        """
         free = 1
         while free < self._concurrency and self._slots.acquire(blocking=False):
             free += 1
+        claimed: list[Claimed] | None = []
+        wait_s = 0.0
         try:
             claimed = self._store.claim(free, self._clock(), self._lease)
+            self._database.succeeded()
+        except DATABASE_ERRORS as error:
+            claimed = None
+            wait_s = self._database.failed(error)
         except Exception:
             log.exception("could not claim deliveries; trying again")
-            claimed = []
-        for _ in range(free - len(claimed)):
+        for _ in range(free - len(claimed or [])):
             self._slots.release()
+        if claimed is None:
+            self.stopping.wait(wait_s)
         return claimed
 
     def _deliver(self, delivery: Claimed) -> None:
@@ -93,7 +112,7 @@ class DeliveryLoop:
         sent = self._senders[delivery.target].send(delivery)
         attempt = Attempt(at, 1000 * (time.monotonic() - started), sent.status_code, sent.error)
         step = after_attempt(delivery.attempt, sent.ok, self._policy, self._clock(), self._rand())
-        kept = self._store.finish(delivery, attempt, step)
+        kept = self._finish(delivery, attempt, step)
         self.wake.set()  # the run's next event to this subscription may go now
         self._wake_for(step)
         log.log(
@@ -104,6 +123,18 @@ class DeliveryLoop:
             f" (next try at {step.due_at.isoformat()})" if step.due_at else "",
             "" if kept else " [not recorded: its lease had expired and another runner took it]",
         )
+
+    def _finish(self, delivery: Claimed, attempt: Attempt, step: NextStep) -> bool:
+        """Record the outcome, waiting out an outage unless stopping (then False: resent)."""
+        while True:
+            try:
+                kept = self._store.finish(delivery, attempt, step)
+            except DATABASE_ERRORS as error:
+                if self.stopping.wait(self._database.failed(error)):
+                    return False
+                continue
+            self._database.succeeded()
+            return kept
 
     def _wake_for(self, step: NextStep) -> None:
         """Wake the loop when a retry sooner than the next poll falls due."""
@@ -122,5 +153,8 @@ class DeliveryLoop:
         try:
             if pruned := self._store.prune(self._clock() - KEEP_FINISHED):
                 log.info("pruned %d finished deliveries older than %s", pruned, KEEP_FINISHED)
+        except DATABASE_ERRORS as error:
+            self._database.failed(error)
+            self._next_prune = 0.0  # pruned once the server is back
         except Exception:
             log.exception("could not prune finished deliveries")

@@ -1,7 +1,7 @@
 """``stellwerk notify``: the notify runner (SPEC §5).
 
-Two loops share one stop signal: the intake (``intake``) turns ``stellwerk.notify``
-messages into deliveries and live-stream entries, the delivery loop
+Two loops share one stop signal: the intake (``intake``) turns the events recorded in
+PostgreSQL into deliveries and live-stream entries, the delivery loop
 (``delivery_loop``) sends the deliveries: signed webhook POSTs with retries and a
 dead-letter state, or Celery task messages. Several runners may run side by side.
 """
@@ -14,9 +14,8 @@ import httpx
 import redis
 
 from common.config import Settings
-from common.messaging.messages import NOTIFY_QUEUE, utcnow
+from common.messaging.messages import utcnow
 from common.messaging.publisher import Publisher
-from common.messaging.reliable import BatchReader, default_owner
 from common.persistence.db import make_engine, make_sessions
 from common.secure_params import SecretBox
 from scheduler.notify.backoff import RetryPolicy
@@ -24,6 +23,7 @@ from scheduler.notify.deliveries import DeliveryStore
 from scheduler.notify.delivery_loop import DeliveryLoop
 from scheduler.notify.intake import Intake
 from scheduler.notify.senders import CeleryTaskSender, Sender, WebhookSender
+from scheduler.notify.wakeup import Wakeup
 from scheduler.producers.main import build_request_consumer
 from scheduler.service import Together, run_until_signalled
 
@@ -36,6 +36,7 @@ class NotifyRunner:
         self.intake = intake
         self.deliveries = deliveries
         self.stopping = stopping
+        self.outages = [*intake.outages, *deliveries.outages]
 
     def run(self) -> None:
         """Run both loops until :attr:`stopping` is set; in-flight deliveries finish."""
@@ -53,7 +54,8 @@ def build_runner(settings: Settings, http: httpx.Client) -> NotifyRunner:
     """A runner on the configured servers; ``http`` sends the webhooks."""
     database_url, redis_url = settings.require_urls()
     sessions = make_sessions(make_engine(database_url, pool_size=settings.notify_concurrency))
-    client = redis.Redis.from_url(redis_url)
+    # Timeouts: a Redis that stops answering is an outage of the live stream, not a hang.
+    client = redis.Redis.from_url(redis_url, socket_connect_timeout=2.0, socket_timeout=5.0)
     stopping = threading.Event()
     senders: dict[str, Sender] = {
         "webhook": WebhookSender(http, SecretBox(settings.secret_key), utcnow),
@@ -65,8 +67,7 @@ def build_runner(settings: Settings, http: httpx.Client) -> NotifyRunner:
         DeliveryStore(sessions), senders, policy, concurrency=settings.notify_concurrency,
         send_timeout=settings.webhook_timeout, clock=utcnow, stopping=stopping,
     )
-    reader = BatchReader(client, [NOTIFY_QUEUE], f"notify-{default_owner()}")
-    intake = Intake(reader, sessions, client, clock=utcnow, stopping=stopping,
+    intake = Intake(sessions, Wakeup(database_url), client, clock=utcnow, stopping=stopping,
                     on_deliveries=deliveries.wake.set)
     return NotifyRunner(intake, deliveries, stopping)
 

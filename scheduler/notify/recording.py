@@ -1,18 +1,16 @@
-"""Turning notify messages into deliveries: one transaction per batch of messages.
+"""Turning notify events into deliveries, in the intake's transaction.
 
-For a batch the runner records every message id as consumed (a message read again
-after a crash is skipped, as the engine does), finds the subscriptions that may want
-any of the batch's events in one indexed query, and inserts one pending delivery per
-(event, subscription) that matches. Nothing is sent here: the delivery loop takes
-the rows once they are committed, so an event is never lost between the queue and
-its subscribers.
+For a batch of events the runner finds the subscriptions that may want any of them in
+one indexed query, and inserts one pending delivery per (event, subscription) that
+matches; an event recorded twice makes no second delivery (unique per subscription
+and event). Nothing is sent here: the delivery loop takes the rows once they are
+committed, so an event is never lost between its change and its subscribers.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID, uuid4
 
@@ -20,14 +18,10 @@ from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from common.domain.subscriptions import EventFacts, Rule, selects
-from common.messaging.messages import Event, NotifyBatch
+from common.messaging.messages import Event
 from common.persistence.db import driver
 from common.persistence.models import Subscription
 
-CLAIM = (
-    "INSERT INTO consumed_messages (message_id) SELECT unnest(%s::uuid[]) "
-    "ON CONFLICT DO NOTHING RETURNING message_id"
-)
 # ``seq`` is drawn in the order of the arrays (the events' order), hence the ORDER BY.
 INSERT_DELIVERIES = (
     "INSERT INTO deliveries (id, subscription_id, run_id, event_id, event, payload, state, "
@@ -40,19 +34,10 @@ INSERT_DELIVERIES = (
 )
 
 
-@dataclass(frozen=True)
-class Recorded:
-    """The events of messages not seen before, and how many deliveries they made."""
-
-    events: list[Event]
-    deliveries: int
-
-
-def record_batches(session: Session, batches: Sequence[NotifyBatch], now: datetime) -> Recorded:
-    """Mark the messages consumed and insert the deliveries their events make."""
-    events = [event for batch in _unseen(session, batches) for event in batch.events]
+def record_deliveries(session: Session, events: Sequence[Event], now: datetime) -> int:
+    """Insert the deliveries the events make, in order; return how many matched."""
     if not events:
-        return Recorded([], 0)
+        return 0
     rules = matching_rules(session, events)
     pairs = [(event, sid) for event in events for facts in [_facts(event)]
              for sid, rule in rules if selects(rule, facts)]
@@ -63,7 +48,7 @@ def record_batches(session: Session, batches: Sequence[NotifyBatch], now: dateti
             [event.event for event, _ in pairs],
             [json.dumps(event.model_dump(mode="json")) for event, _ in pairs],
         ))
-    return Recorded(events, len(pairs))
+    return len(pairs)
 
 
 def matching_rules(session: Session, events: Sequence[Event]) -> list[tuple[UUID, Rule]]:
@@ -82,18 +67,6 @@ def matching_rules(session: Session, events: Sequence[Event]) -> list[tuple[UUID
     ).all()
     return [(row.id, Rule(tuple(row.events), row.job_id, row.job_type, row.application,
                           row.tenant)) for row in rows]
-
-
-def _unseen(session: Session, batches: Sequence[NotifyBatch]) -> list[NotifyBatch]:
-    """The batches whose message ids were not consumed before (each once)."""
-    fresh = {row[0] for row in driver(session).execute(
-        CLAIM, (list({batch.message_id for batch in batches}),))}
-    unseen = []
-    for batch in batches:
-        if batch.message_id in fresh:
-            fresh.discard(batch.message_id)
-            unseen.append(batch)
-    return unseen
 
 
 def _facts(event: Event) -> EventFacts:

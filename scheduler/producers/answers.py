@@ -1,8 +1,8 @@
 """Answering a queued request: its outcome event, on the notify stream and ``reply_to``.
 
-The services write the success events themselves (``job.created``... with the
+The services record the success events themselves (``job.created``... with the
 request's ``request_id``), in the transaction of the change; the consumer finds the
-answer among the outbox rows they return and adds a copy for the producer's
+answer among the events this transaction recorded and adds a copy for the producer's
 ``reply_to`` queue, as a ``stellwerk.event`` task message, to the same transaction.
 A refused request is answered by ``request.failed`` with the REST API's message.
 """
@@ -13,14 +13,12 @@ import logging
 from datetime import datetime
 from uuid import UUID
 
-from sqlalchemy import select
 from sqlalchemy.exc import DataError
 from sqlalchemy.orm import Session
 
-from common.messaging.messages import EVENT_TASK, NOTIFY_TASK, Event, NotifyBatch
-from common.messaging.notify import notify_message
+from common.messaging.messages import EVENT_TASK, Event
 from common.messaging.publisher import Outgoing
-from common.persistence.models import OutboxMessage
+from common.persistence.notify_events import record_events, recorded_here
 from common.persistence.outbox import enqueue
 from scheduler.api.errors import describe_faults
 from scheduler.producers.validation import Refused, Sender
@@ -30,20 +28,10 @@ log = logging.getLogger("stellwerk.producers")
 INTERNAL_ERROR = "internal error; the notify process's log has the details"
 
 
-def answer_event(
-    session: Session, outbox_ids: list[int], name: str, request_id: str
-) -> Event | None:
-    """The event named ``name`` for ``request_id`` among the outbox rows just written."""
-    payloads = session.scalars(
-        select(OutboxMessage.payload)
-        .where(OutboxMessage.id.in_(outbox_ids), OutboxMessage.task_name == NOTIFY_TASK)
-        .order_by(OutboxMessage.id)
-    )
-    for payload in payloads:
-        for event in NotifyBatch.model_validate(payload).events:
-            if event.event == name and event.request_id == request_id:
-                return event
-    return None
+def answer_event(session: Session, name: str, request_id: str) -> Event | None:
+    """The event named ``name`` for ``request_id`` that this transaction recorded."""
+    found = recorded_here(session, {"event": name, "request_id": request_id})
+    return found[0] if found else None
 
 
 def reply(session: Session, sender: Sender, event: Event) -> list[int]:
@@ -63,7 +51,8 @@ def refuse(
         event="request.failed", at=now, job_id=job_id, subscription_id=subscription_id,
         tenant=sender.tenant or "", reason=reason, request_id=sender.request_id,
     )
-    return enqueue(session, [notify_message([event])]) + reply(session, sender, event)
+    record_events(session, [event])
+    return reply(session, sender, event)
 
 
 def reason_of(error: Exception, body: object = None) -> str:

@@ -7,6 +7,11 @@ list of one whose liveness key has expired) and the claimed message ids make the
 second delivery change nothing. A failing database puts the batch back at once, to be
 retried a second later. Each request's outbox rows are relayed right after its commit,
 so the answer reaches the producer at once (the beat relays them otherwise).
+
+PostgreSQL or Redis unreachable is an outage: logged once, waited out with capped
+backoff, never the end of the loop. The batch is never lost: one whose acknowledgement
+or requeue failed because Redis was down stays in the processing list and is settled
+(acknowledged or put back) first thing once Redis answers again.
 """
 
 from __future__ import annotations
@@ -15,11 +20,14 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import datetime
+from typing import Literal
 
 from sqlalchemy.orm import Session, sessionmaker
 
+from common.connection_errors import DATABASE_ERRORS, REDIS_ERRORS
 from common.messaging.reliable import BatchReader
 from common.messaging.wire import open_envelope
+from common.outage import Outage
 from common.persistence.outbox import OutboxRelay
 from scheduler.producers.handler import RequestHandler
 
@@ -27,6 +35,7 @@ log = logging.getLogger("stellwerk.producers")
 BATCH_SIZE = 50
 WAIT_S = 1.0  # how long an idle take blocks: also how soon a stop is noticed
 RETRY_AFTER_S = 1.0
+Settle = Literal["ack", "requeue"]
 
 
 class RequestConsumer:
@@ -41,26 +50,53 @@ class RequestConsumer:
         self._handler = handler
         self._relay = relay
         self._clock = clock
+        self._database = Outage("PostgreSQL", log)
+        self._redis = Outage("Redis", log)
+        self._unsettled: Settle | None = None  # what the last batch still needs
+        self.outages = [self._database, self._redis]
         self.stopping = threading.Event()
 
     def run(self) -> None:
         """Consume until :attr:`stopping` is set."""
         while not self.stopping.is_set():
-            self._reader.recover_orphans_if_due()
-            raws = self._reader.take(BATCH_SIZE, WAIT_S)
+            try:
+                self._settle()
+                self._reader.recover_orphans_if_due()
+                raws = self._reader.take(BATCH_SIZE, WAIT_S)
+                self._redis.succeeded()
+            except REDIS_ERRORS as error:
+                self.stopping.wait(self._redis.failed(error))
+                continue
             if raws:
                 self._apply(raws)
 
     def _apply(self, raws: list[bytes]) -> None:
+        """Apply the batch, then acknowledge it; on failure put it back and pause."""
+        self._unsettled = "requeue"
         try:
             for raw in raws:  # oldest first
                 self._apply_one(raw)
+            self._database.succeeded()
+            self._unsettled = "ack"
+            wait_s = 0.0
+        except DATABASE_ERRORS as error:
+            wait_s = self._database.failed(error)
         except Exception:
             log.exception("applying %d queued requests failed; requeued", len(raws))
+            wait_s = RETRY_AFTER_S
+        try:
+            self._settle()
+        except REDIS_ERRORS as error:
+            wait_s = max(wait_s, self._redis.failed(error))
+        self.stopping.wait(wait_s)
+
+    def _settle(self) -> None:
+        """Acknowledge or requeue the last batch, if it still needs it (raises if Redis is down)."""
+        if self._unsettled == "ack":
+            self._reader.ack()
+        elif self._unsettled == "requeue":
             self._reader.requeue()
-            self.stopping.wait(RETRY_AFTER_S)
-            return
-        self._reader.ack()
+        self._unsettled = None
 
     def _apply_one(self, raw: bytes) -> None:
         try:
@@ -72,5 +108,8 @@ class RequestConsumer:
             outbox_ids = self._handler.handle(session, received.payload, self._clock())
         try:
             self._relay.relay_ids(outbox_ids)
+        except (*DATABASE_ERRORS, *REDIS_ERRORS) as error:
+            log.warning("relaying outbox rows %s failed (%s); the beat will send them",
+                        outbox_ids, type(error).__name__)
         except Exception:
             log.exception("relaying outbox rows %s failed; the beat will send them", outbox_ids)

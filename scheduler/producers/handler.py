@@ -83,7 +83,7 @@ class RequestHandler:
             reason = reason_of(error, getattr(request, "body", None))
             return refuse(session, sender, reason, now, job_id=getattr(request, "job_id", None),
                           subscription_id=getattr(request, "subscription_id", None))
-        answer = answer_event(session, outbox_ids, ANSWERS[request.kind], request.request_id)
+        answer = answer_event(session, ANSWERS[request.kind], request.request_id)
         return outbox_ids + (reply(session, sender, answer) if answer else [])
 
     def _apply(self, session: Session, request: Request, now: datetime) -> list[int]:
@@ -94,21 +94,22 @@ class RequestHandler:
                 return self._create_job(session, principal, request, now)
             case DeleteJob():
                 visible_job(session, request.job_id, principal.tenant)
-                return delete_job(
+                delete_job(
                     session, request.job_id, force=request.force, cancel_run=self._cancel_run,
                     now=now, request_id=request_id,
                 )
             case CreateSubscription():
                 body = subscription_body(request.body, self._limits)
-                return create_subscription(
+                create_subscription(
                     session, principal, body, secrets=self._secrets, now=now,
                     event_extra={"request_id": request_id},
-                ).outbox_ids
+                )
             case DeleteSubscription():
-                return delete_subscription(
+                delete_subscription(
                     session, principal, request.subscription_id, now=now,
                     event_extra={"request_id": request_id},
                 )
+        return []
 
     def _create_job(
         self, session: Session, principal: Principal, request: CreateJob, now: datetime

@@ -25,7 +25,8 @@ def build_request_consumer(settings: Settings) -> RequestConsumer:
     """Wire the consumer from settings: the API's limits and secret key, the engine's cancel."""
     database_url, redis_url = settings.require_urls()
     sessions = make_sessions(make_engine(database_url, pool_size=2))
-    client = redis.Redis.from_url(redis_url)
+    # A Redis that stops answering is an outage, not a hang (the take blocks for 1 s).
+    client = redis.Redis.from_url(redis_url, socket_connect_timeout=2.0, socket_timeout=10.0)
     relay = OutboxRelay(sessions, Publisher(client), settings.dispatch_bundle_size)
     control = RunControl(
         sessions, RunLoader(StructureCache()), relay,

@@ -1,6 +1,6 @@
 """The ``job.created`` and ``job.deleted`` events (SPEC §4).
 
-Written to the outbox in the transaction that creates or deletes the job, whichever
+Recorded for the notify runner in the transaction that creates or deletes the job, whichever
 way the request came (REST or the ``stellwerk.jobs`` queue), so that the events mean
 the same thing; ``request_id`` is set only for a queued request.
 """
@@ -14,9 +14,8 @@ from uuid import UUID
 from sqlalchemy.orm import Session
 
 from common.messaging.messages import Event
-from common.messaging.notify import notify_message
 from common.persistence.models import Job
-from common.persistence.outbox import enqueue
+from common.persistence.notify_events import record_events
 
 JobEventName = Literal["job.created", "job.deleted"]
 
@@ -33,6 +32,6 @@ def job_event(
     )
 
 
-def announce(session: Session, event: Event) -> list[int]:
-    """Write the event's notify message to the outbox; return its row id (to relay)."""
-    return enqueue(session, [notify_message([event])])
+def announce(session: Session, event: Event) -> None:
+    """Record the event for the notify runner in the caller's transaction."""
+    record_events(session, [event])

@@ -103,12 +103,12 @@ def unfinished_run(session: Session, job_id: UUID) -> tuple[UUID, str] | None:
 def delete_job(
     session: Session, job_id: UUID, *, force: bool, cancel_run: Callable[[UUID], None],
     now: datetime | None = None, request_id: str | None = None,
-) -> list[int]:
+) -> None:
     """Delete the job with its runs, task runs, journal, logs and storage (FK cascades).
 
     Its subscriptions are deleted in the same transaction, each announced by a
     ``subscription.deleted`` event after the job's ``job.deleted`` (both with
-    ``request_id``, for a queued request); the outbox ids of those are returned, to relay.
+    ``request_id``, for a queued request), recorded for the notify runner.
 
     An unfinished run is a :class:`Conflict` unless ``force``: then each is canceled
     first by ``cancel_run`` (the engine's path, in its own transaction, which also
@@ -128,11 +128,10 @@ def delete_job(
             "with ?force=true to cancel its unfinished runs"
         )
     now = now or utcnow()
-    outbox_ids = announce(session, job_event("job.deleted", job, now, request_id=request_id))
+    announce(session, job_event("job.deleted", job, now, request_id=request_id))
     extra = None if request_id is None else {"request_id": request_id}
-    outbox_ids += delete_job_subscriptions(session, job_id, now=now, event_extra=extra)
+    delete_job_subscriptions(session, job_id, now=now, event_extra=extra)
     session.execute(delete(Job).where(Job.id == job_id))
-    return outbox_ids
 
 
 def _runs_to_cancel(session: Session, job_id: UUID) -> list[UUID]:

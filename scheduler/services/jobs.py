@@ -59,7 +59,8 @@ def create_job(
     event = job_event(
         "job.created", job, now, state=state, run_id=live.run_id, request_id=request_id
     )
-    return CreatedJob(job.id, live.run_id, [*live.outbox_ids, *announce(session, event)])
+    announce(session, event)
+    return CreatedJob(job.id, live.run_id, live.outbox_ids)
 
 
 def _job_row(spec: JobSpec, now: datetime, secrets: SecretBox) -> Job:

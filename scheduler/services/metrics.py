@@ -13,7 +13,7 @@ from sqlalchemy import func, select, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
-from common.persistence.models import Delivery, Run, Subscription, TaskRun
+from common.persistence.models import Delivery, NotifyEvents, Run, Subscription, TaskRun
 
 _STATEMENT_TIMEOUT_MS = 5000
 
@@ -70,3 +70,17 @@ def delivery_counts(session: Session) -> dict[tuple[str, str], DeliveryCount] | 
         session.rollback()
         return None
     return {(target, state): DeliveryCount(int(n), int(tries)) for target, state, n, tries in rows}
+
+
+def pending_notify_events(session: Session) -> int | None:
+    """Rows of events the notify runner has not taken yet, or None on the statement timeout.
+
+    What ``stellwerk.notify``'s depth used to show, now that the events wait in
+    PostgreSQL (issue 13). The table holds only pending rows, so the count is cheap.
+    """
+    try:
+        session.execute(text(f"SET LOCAL statement_timeout = {_STATEMENT_TIMEOUT_MS}"))
+        return int(session.scalar(select(func.count()).select_from(NotifyEvents)) or 0)
+    except OperationalError:
+        session.rollback()
+        return None

@@ -19,10 +19,9 @@ from uuid import UUID
 from psycopg import Connection as PgConnection
 from sqlalchemy.orm import Session
 
-from common.messaging.notify import notify_message
 from common.persistence.db import driver
 from common.persistence.models import Job
-from common.persistence.outbox import enqueue
+from common.persistence.notify_events import record_events
 from scheduler.services.runs import Trigger, late_at, scheduled_event
 
 
@@ -36,10 +35,10 @@ class NewRun:
     scheduled_for: datetime
 
 
-def create_runs(session: Session, runs: Sequence[NewRun], now: datetime) -> list[int]:
-    """Insert the runs, their task runs and journal entries; return the outbox ids."""
+def create_runs(session: Session, runs: Sequence[NewRun], now: datetime) -> None:
+    """Insert the runs, their task runs, journal entries and ``run.scheduled`` events."""
     if not runs:
-        return []
+        return
     conn = driver(session)
     numbers = _numbers(conn, runs)
     ids = [r.id for r in runs]
@@ -50,7 +49,7 @@ def create_runs(session: Session, runs: Sequence[NewRun], now: datetime) -> list
     ))
     conn.execute(INSERT_TASK_RUNS, (ids, [r.job.id for r in runs]))
     conn.execute(INSERT_JOURNAL, (now, ids, [r.trigger for r in runs]))
-    return enqueue(session, [notify_message([scheduled_event(r.job, r.id, now) for r in runs])])
+    record_events(session, [scheduled_event(r.job, r.id, now) for r in runs])
 
 
 INSERT_RUNS = (

@@ -17,9 +17,9 @@ from sqlalchemy.orm import Session
 
 from common.domain.states import RunState, TaskState
 from common.messaging.messages import ACTIVATE_TASK, ACTIVATION_QUEUE, Activation, Event
-from common.messaging.notify import notify_message
 from common.messaging.publisher import Outgoing
 from common.persistence.models import Job, JournalEntry, Run, Task, TaskRun
+from common.persistence.notify_events import record_events
 from common.persistence.outbox import enqueue
 from scheduler.services.errors import Conflict, NotFound
 
@@ -60,7 +60,8 @@ def create_run(
         run_id=run.id, task=None, attempt=None, at=now, from_state="",
         to_state=RunState.READY, reason="created", actor=trigger,
     ))
-    ids = enqueue(session, _messages(job, run, due, now))
+    record_events(session, [scheduled_event(job, run.id, now)])
+    ids = enqueue(session, _activation(run) if due else [])
     return CreatedRun(run, ids)
 
 
@@ -96,12 +97,8 @@ def scheduled_event(job: Job, run_id: UUID, now: datetime) -> Event:
     )
 
 
-def _messages(job: Job, run: Run, due: bool, now: datetime) -> list[Outgoing]:
-    messages = [notify_message([scheduled_event(job, run.id, now)])]
-    if due:
-        activation = Activation(run_id=run.id)
-        messages.append(Outgoing(
-            ACTIVATION_QUEUE, ACTIVATE_TASK, activation.model_dump(mode="json"),
-            str(activation.message_id),
-        ))
-    return messages
+def _activation(run: Run) -> list[Outgoing]:
+    """The message that starts a run that is due now."""
+    activation = Activation(run_id=run.id)
+    return [Outgoing(ACTIVATION_QUEUE, ACTIVATE_TASK, activation.model_dump(mode="json"),
+                     str(activation.message_id))]

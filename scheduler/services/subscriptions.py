@@ -10,7 +10,6 @@ queue consumer's ``request_id``).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 from uuid import UUID, uuid4
@@ -20,9 +19,8 @@ from sqlalchemy.orm import Session
 
 from common.domain.subscriptions import SubscriptionSpec, WebhookTarget
 from common.messaging.messages import Event, utcnow
-from common.messaging.notify import notify_message
 from common.persistence.models import Job, Subscription
-from common.persistence.outbox import enqueue
+from common.persistence.notify_events import record_events
 from common.secure_params import NoSecretKey, SecretBox
 from scheduler.services.access import Principal, tenant_of_new_subscription
 from scheduler.services.errors import InvalidInput, NotFound
@@ -30,18 +28,10 @@ from scheduler.services.errors import InvalidInput, NotFound
 _WEBHOOK = ("body", "target", "webhook")
 
 
-@dataclass(frozen=True)
-class CreatedSubscription:
-    """The new subscription and the outbox row of its ``subscription.created`` event."""
-
-    subscription: Subscription
-    outbox_ids: list[int]
-
-
 def create_subscription(
     session: Session, principal: Principal, body: SubscriptionSpec, *, secrets: SecretBox,
     now: datetime | None = None, event_extra: Mapping[str, Any] | None = None,
-) -> CreatedSubscription:
+) -> Subscription:
     """Insert the subscription, secrets sealed; announce it.
 
     A bound token subscribes within its tenant (another is 403); a ``job_id`` it cannot
@@ -64,14 +54,15 @@ def create_subscription(
     session.add(subscription)
     session.flush()
     event = _event("subscription.created", subscription, job, now, event_extra)
-    return CreatedSubscription(subscription, enqueue(session, [notify_message([event])]))
+    record_events(session, [event])
+    return subscription
 
 
 def delete_subscription(
     session: Session, principal: Principal, subscription_id: UUID, *,
     now: datetime | None = None, event_extra: Mapping[str, Any] | None = None,
-) -> list[int]:
-    """Delete one subscription (with its delivery log); return the outbox ids.
+) -> None:
+    """Delete one subscription (with its delivery log); announce it.
 
     One of another tenant is :class:`NotFound`, as if it did not exist.
     """
@@ -81,33 +72,33 @@ def delete_subscription(
     deleted = session.scalars(query.returning(Subscription)).all()
     if not deleted:
         raise NotFound("subscription", subscription_id)
-    return _announce_deleted(session, deleted, now or utcnow(), event_extra)
+    _announce_deleted(session, deleted, now or utcnow(), event_extra)
 
 
 def delete_job_subscriptions(
     session: Session, job_id: UUID, *, now: datetime | None = None,
     event_extra: Mapping[str, Any] | None = None,
-) -> list[int]:
+) -> None:
     """Delete the subscriptions that select the job, in the caller's transaction."""
     deleted = session.scalars(
         delete(Subscription).where(Subscription.job_id == job_id).returning(Subscription)
     ).all()
-    return _announce_deleted(session, deleted, now or utcnow(), event_extra)
+    _announce_deleted(session, deleted, now or utcnow(), event_extra)
 
 
 def _announce_deleted(
     session: Session, deleted: Sequence[Subscription], now: datetime,
     event_extra: Mapping[str, Any] | None,
-) -> list[int]:
+) -> None:
     if not deleted:
-        return []
+        return
     jobs = _jobs(session, {s.job_id for s in deleted if s.job_id is not None})
     events = [
         _event("subscription.deleted", s, jobs.get(s.job_id) if s.job_id else None, now,
                event_extra)
         for s in deleted
     ]
-    return enqueue(session, [notify_message(events)])
+    record_events(session, events)
 
 
 def _selected_job(session: Session, job_id: UUID | None, tenant: str | None) -> Job | None:

@@ -182,10 +182,9 @@ def delete(
 ) -> Response:
     """Delete the job with its runs, task runs, journal, logs, storage and subscriptions."""
     visible_job(session, job_id, principal.tenant)
-    outbox_ids = delete_job(
+    delete_job(
         session, job_id, force=force, now=now,
         cancel_run=lambda run_id: resources.control.run_action(run_id, "cancel", principal.name),
     )
     session.commit()
-    resources.relay_now(outbox_ids)
     return Response(status_code=204)

@@ -1,7 +1,8 @@
 """``GET /metrics``: Prometheus text format, computed at scrape time.
 
 Runs and tasks by state (PostgreSQL), queue depths (``LLEN`` of Stellwerk's queues and
-of the task queues of every type that is served or has READY tasks), live workers, and
+of the task queues of every type that is served or has READY tasks; for
+``stellwerk.notify`` the event rows waiting in PostgreSQL), live workers, and
 the engine's and beat's loop timings (``common.messaging.loop_timings``).
 A registry is built per scrape, so nothing lives at import time and no process-wide
 state is shared between apps.
@@ -23,16 +24,23 @@ from common.messaging.loop_timings import TimingSnapshot, read_timings
 from common.messaging.messages import (
     ACTIVATION_QUEUE,
     JOBS_QUEUE,
-    NOTIFY_QUEUE,
     RESULTS_QUEUE,
     task_queue,
 )
 from scheduler.api.deps import ResourcesDep, SessionDep, scope
-from scheduler.services.metrics import DeliveryCount, StateCounts, delivery_counts, state_counts
+from scheduler.services.metrics import (
+    DeliveryCount,
+    StateCounts,
+    delivery_counts,
+    pending_notify_events,
+    state_counts,
+)
 from scheduler.services.processors import worker_types
 
 router = APIRouter(tags=["metrics"])
-_FIXED_QUEUES = (ACTIVATION_QUEUE, RESULTS_QUEUE, NOTIFY_QUEUE, JOBS_QUEUE)
+_FIXED_QUEUES = (ACTIVATION_QUEUE, RESULTS_QUEUE, JOBS_QUEUE)
+# Notify's events wait in PostgreSQL (issue 13); reported under the queue's old name.
+_NOTIFY_QUEUE = "stellwerk.notify"
 _TARGETS = ("webhook", "celery_task")
 _DELIVERY_STATES = ("pending", "delivered", "dead")
 
@@ -53,10 +61,13 @@ def metrics(session: SessionDep, resources: ResourcesDep) -> Response:
         for queue in queues:
             pipe.llen(queue)
         depths: Sequence[Any] = pipe.execute()
+    samples = [((q,), int(d)) for q, d in zip(queues, depths, strict=True)]
+    if (pending := pending_notify_events(session)) is not None:
+        samples.insert(2, ((_NOTIFY_QUEUE,), pending))
     families = [
         *_state_families(counts),
-        _gauge("stellwerk_queue_depth", "Messages waiting in a queue.", ["queue"],
-               [((q,), int(d)) for q, d in zip(queues, depths, strict=True)]),
+        _gauge("stellwerk_queue_depth", "Messages waiting in a queue (for stellwerk.notify: "
+               "event rows in PostgreSQL).", ["queue"], samples),
         _gauge("stellwerk_workers", "Live workers.", [], [((), len(workers))]),
         _loop_family(read_timings(resources.redis)),
         *_delivery_families(delivery_counts(session)),

@@ -41,8 +41,7 @@ def create(
     """Subscribe a webhook or a Celery task to the events the patterns and selector pick."""
     created = create_subscription(session, principal, body, secrets=resources.secrets, now=now)
     session.commit()
-    resources.relay_now(created.outbox_ids)
-    return SubscriptionPublic.of(created.subscription)
+    return SubscriptionPublic.of(created)
 
 
 @router.get("", dependencies=[Depends(scope("job.read"))])
@@ -67,13 +66,12 @@ def read(subscription_id: UUID, session: SessionDep, principal: PrincipalDep) ->
     dependencies=[Depends(scope("job"))],
 )
 def delete(
-    subscription_id: UUID, session: SessionDep, resources: ResourcesDep, now: NowDep,
+    subscription_id: UUID, session: SessionDep, now: NowDep,
     principal: PrincipalDep,
 ) -> Response:
     """Delete the subscription and its delivery log; pending deliveries are dropped."""
-    outbox_ids = delete_subscription(session, principal, subscription_id, now=now)
+    delete_subscription(session, principal, subscription_id, now=now)
     session.commit()
-    resources.relay_now(outbox_ids)
     return Response(status_code=204)
 
 

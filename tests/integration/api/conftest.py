@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from common.config import Settings
 from common.messaging.messages import Activation
 from common.persistence.db import make_engine, make_sessions
-from common.persistence.models import Job
+from common.persistence.models import Job, NotifyEvents
 from scheduler.api.app import create_app
 from scheduler.engine.batch import BatchApplier
 from scheduler.engine.incoming import Incoming
@@ -66,6 +66,22 @@ def frozen_client(api_settings: Settings) -> Iterator[TestClient]:
 
 
 Queued = Callable[[str], list[dict[str, Any]]]
+Recorded = Callable[[], list[dict[str, Any]]]
+
+
+@pytest.fixture
+def recorded(sessions: sessionmaker[Session]) -> Recorded:
+    """The events recorded for notify (no runner takes them here): rows newest first.
+
+    The events of one row (one call of ``record_events``) keep their order.
+    """
+
+    def read() -> list[dict[str, Any]]:
+        with sessions() as session:
+            rows = session.scalars(select(NotifyEvents.events).order_by(NotifyEvents.id.desc()))
+            return [event for events in rows for event in events]
+
+    return read
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from common.persistence.models import Job, JobStorage, JournalEntry, Run, Task, 
 JOBS = "/api/v1/jobs"
 JobBody = Callable[..., dict[str, Any]]
 Queued = Callable[[str], list[dict[str, Any]]]
+Recorded = Callable[[], list[dict[str, Any]]]
 CRON = {"cron": "0 10 * * *", "timezone": "Europe/Berlin"}
 CRON_ZONE = ZoneInfo("Europe/Berlin")
 
@@ -215,7 +216,7 @@ def test_delete_is_409_while_a_run_is_unfinished(
 
 def test_forced_delete_cancels_the_runs_and_deletes_everything(
     client: TestClient, job_body: JobBody, sessions: sessionmaker[Session],
-    job_count: Callable[[], int], queued: Queued,
+    job_count: Callable[[], int], recorded: Recorded,
 ) -> None:
     job = _created(client, job_body(name="to-delete", storage={"k": 1}))
     second = client.post(f"{JOBS}/{job['id']}/runs").json()
@@ -227,7 +228,7 @@ def test_forced_delete_cancels_the_runs_and_deletes_everything(
     assert response.status_code == 204, response.text
     assert response.content == b""
     assert job_count() == count - 1
-    events = [e for m in queued("stellwerk.notify") for e in m["payload"]["events"]]
+    events = recorded()
     canceled = {e["run_id"] for e in events if e["event"] == "run.canceled"}
     assert {str(run_id) for run_id in run_ids} <= canceled
     deleted = {"event": "job.deleted", "job_id": job["id"], "job_name": "to-delete",

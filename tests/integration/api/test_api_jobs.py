@@ -18,6 +18,7 @@ from common.persistence.models import Job, JobStorage, Run, Task, TaskEdge, Task
 JOBS = "/api/v1/jobs"
 JobBody = Callable[..., dict[str, Any]]
 Queued = Callable[[str], list[dict[str, Any]]]
+Recorded = Callable[[], list[dict[str, Any]]]
 
 
 def _run(sessions: sessionmaker[Session], run_id: str) -> Run:
@@ -29,7 +30,7 @@ def _run(sessions: sessionmaker[Session], run_id: str) -> Run:
 
 def test_one_off_job_gets_a_ready_run_and_its_activation_is_published(
     client: TestClient, job_body: JobBody, sessions: sessionmaker[Session],
-    rds: redis.Redis, queued: Queued,
+    rds: redis.Redis, queued: Queued, *, recorded: Recorded,
 ) -> None:
     before = rds.llen("stellwerk.activation")
 
@@ -49,7 +50,7 @@ def test_one_off_job_gets_a_ready_run_and_its_activation_is_published(
     assert newest["task"] == "stellwerk.activate"
     assert newest["payload"]["run_id"] == job["run_id"]
     assert newest["id"] == newest["payload"]["message_id"]
-    events = [e for m in queued("stellwerk.notify") for e in m["payload"]["events"]]
+    events = recorded()
     # Newest first: job.created (written last, to name the run), then run.scheduled.
     created = {"event": "job.created", "job_id": job["id"], "run_id": job["run_id"],
                "state": "READY", "request_id": None}

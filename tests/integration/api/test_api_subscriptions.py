@@ -16,7 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from common.persistence.models import Delivery, DeliveryAttempt, Subscription
 from common.secure_params import SecretBox
 from scheduler.api.app import create_app
-from tests.integration.api.conftest import JobBody, Queued, auth_headers
+from tests.integration.api.conftest import JobBody, Recorded, auth_headers
 from tests.integration.api.test_api_tokens import bearer, create_job, mint
 
 BASE = "/api/v1"
@@ -35,10 +35,6 @@ def webhook(**selector: Any) -> dict[str, Any]:
 def subscribe(client: TestClient, body: dict[str, Any], token: str | None = None) -> Any:
     headers = bearer(token) if token else None
     return client.post(f"{BASE}/subscriptions", json=body, headers=headers)
-
-
-def notify_events(queued: Queued) -> list[dict[str, Any]]:
-    return [e for m in queued("stellwerk.notify") for e in m["payload"]["events"]]
 
 
 def test_create_read_list_delete_and_secrets_never_returned(
@@ -81,13 +77,13 @@ def test_a_celery_task_target_defaults_to_the_celery_queue(client: TestClient) -
                                         "queue": "celery"}
 
 
-def test_create_and_delete_are_announced_through_the_outbox(
-    client: TestClient, queued: Queued, job_body: JobBody,
+def test_create_and_delete_are_announced_for_notify(
+    client: TestClient, recorded: Recorded, job_body: JobBody,
 ) -> None:
     job = create_job(client, job_body(name="announced", draft=True)).json()
     created = subscribe(client, webhook(job_id=job["id"])).json()
     assert client.delete(f"{BASE}/subscriptions/{created['id']}").status_code == 204
-    mine = [e for e in notify_events(queued) if e.get("subscription_id") == created["id"]]
+    mine = [e for e in recorded() if e.get("subscription_id") == created["id"]]
     assert [e["event"] for e in reversed(mine)] == ["subscription.created",
                                                     "subscription.deleted"]
     assert {(e["job_id"], e["job_name"]) for e in mine} == {(job["id"], "announced")}
@@ -95,7 +91,7 @@ def test_create_and_delete_are_announced_through_the_outbox(
 
 
 def test_deleting_a_job_deletes_its_subscriptions_and_announces_it(
-    client: TestClient, queued: Queued, job_body: JobBody,
+    client: TestClient, recorded: Recorded, job_body: JobBody,
 ) -> None:
     job = create_job(client, job_body(name="doomed", draft=True)).json()
     other = create_job(client, job_body(name="kept", draft=True)).json()
@@ -107,7 +103,7 @@ def test_deleting_a_job_deletes_its_subscriptions_and_announces_it(
     for sid in ids:
         assert client.get(f"{BASE}/subscriptions/{sid}").status_code == 404
     assert client.get(f"{BASE}/subscriptions/{kept}").status_code == 200
-    deleted = {e["subscription_id"] for e in notify_events(queued)
+    deleted = {e["subscription_id"] for e in recorded()
                if e["event"] == "subscription.deleted"}
     assert set(ids) <= deleted
     assert kept not in deleted

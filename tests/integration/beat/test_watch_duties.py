@@ -25,6 +25,7 @@ from common.messaging.liveness import LIVENESS_TTL, worker_key
 from common.messaging.messages import Activation, TaskResult
 from common.messaging.publisher import Publisher
 from common.persistence.models import JournalEntry, OutboxMessage, Run, TaskRun
+from common.persistence.notify_events import recorded_here
 from common.persistence.outbox import OutboxRelay
 from scheduler.beat import duties, lateness, suspension
 from scheduler.beat.attempts import UNCLAIMED_RECHECK_LEASES, ExpiredLeases, LostClaims
@@ -239,14 +240,13 @@ def test_a_run_not_started_late_after_its_time_is_announced_once(
                                        "tasks": [{"name": "a", "type": "noop"}]})
     now = at + timedelta(seconds=11)
     with sessions.begin() as session:
-        ids = lateness.announce_late_runs(session, now)
-        payloads = [session.get_one(OutboxMessage, i).payload for i in ids]
-    events = [e for p in payloads for e in p["events"]]
-    mine = [(e["event"], e["run_id"], e["state"]) for e in events
-            if e["run_id"] in (str(run_id), str(on_time))]
-    assert mine == [("run.late", str(run_id), "READY")]
+        assert lateness.announce_late_runs(session, now) == []  # nothing to relay
+        events = recorded_here(session, {"event": "run.late"})
+    mine = [(e.event, e.run_id, e.state) for e in events if e.run_id in (run_id, on_time)]
+    assert mine == [("run.late", run_id, "READY")]
     with sessions.begin() as session:
         assert lateness.announce_late_runs(session, now) == []
+        assert recorded_here(session, {"event": "run.late"}) == []
     assert run_row(sessions, on_time).late_at is None
 
 

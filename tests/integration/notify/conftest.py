@@ -22,12 +22,11 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from common.config import Settings
 from common.domain.subscriptions import SubscriptionSpec
-from common.messaging.messages import Event, NotifyBatch, utcnow
-from common.messaging.notify import notify_message
-from common.messaging.publisher import Publisher
+from common.messaging.messages import Event, utcnow
 from common.persistence.db import make_engine, make_sessions
 from common.persistence.migrate import upgrade
-from common.persistence.models import Delivery, DeliveryAttempt
+from common.persistence.models import Delivery, DeliveryAttempt, NotifyEvents
+from common.persistence.notify_events import record_events
 from common.secure_params import SecretBox
 from scheduler.notify.main import NotifyRunner, build_runner
 from scheduler.services.access import Principal
@@ -51,23 +50,29 @@ def notify_settings(server_urls: tuple[str, str], quiet_settings: Settings) -> I
 
 @dataclass
 class Notify:
-    """Publishing events, subscribing, and reading deliveries on the module's servers."""
+    """Recording events, subscribing, and reading deliveries on the module's servers."""
 
     settings: Settings
     sessions: sessionmaker[Session]
     redis: redis.Redis
 
-    def publish(self, *events: Event) -> NotifyBatch:
-        message = notify_message(events)
-        Publisher(self.redis).publish([message])
-        return NotifyBatch.model_validate(message.payload)
+    def publish(self, *events: Event) -> list[Event]:
+        """Record the events as a state change does (one row, one transaction)."""
+        with self.sessions.begin() as session:
+            record_events(session, events)
+        return list(events)
+
+    def pending(self) -> int:
+        """Rows of events no runner has taken yet."""
+        with self.sessions() as session:
+            return len(session.scalars(select(NotifyEvents.id)).all())
 
     def subscribe(self, body: dict[str, Any]) -> uuid.UUID:
         spec = SubscriptionSpec.model_validate(body)
         with self.sessions.begin() as session:
             created = create_subscription(session, ADMIN, spec,
                                           secrets=SecretBox(self.settings.secret_key))
-            return created.subscription.id
+            return created.id
 
     def deliveries(self, subscription_id: uuid.UUID) -> Log:
         with self.sessions() as session:

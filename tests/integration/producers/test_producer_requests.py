@@ -2,7 +2,7 @@
 
 Requests are sent as a producer would, with a plain ``celery.Celery`` app's
 ``send_task``; answers are read from the producer's ``reply_to`` list and from
-``stellwerk.notify`` (nobody consumes it on this module's Redis database).
+the events recorded for notify (no notify runner works on this module's database).
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.config import Settings
-from common.messaging.messages import EVENT_TASK, NOTIFY_QUEUE, NotifyBatch
+from common.messaging.messages import EVENT_TASK
 from common.messaging.wire import open_envelope
 from common.persistence.db import make_engine, make_sessions
-from common.persistence.models import Job, Run, Subscription
+from common.persistence.models import Job, NotifyEvents, Run, Subscription
 from scheduler.api.app import create_app
 from scheduler.producers.consumer import RequestConsumer
 
@@ -83,13 +83,11 @@ def ask(producer: Celery, rds: redis.Redis, req: dict[str, Any]) -> dict[str, An
     return event
 
 
-def notified(rds: redis.Redis, request_id: str) -> list[dict[str, Any]]:
-    """Every event on ``stellwerk.notify`` with this request id, oldest first."""
-    events: list[dict[str, Any]] = []
-    for raw in reversed(rds.lrange(NOTIFY_QUEUE, 0, -1)):
-        batch = NotifyBatch.model_validate(open_envelope(raw).payload)
-        events += [e.model_dump(mode="json") for e in batch.events if e.request_id == request_id]
-    return events
+def notified(sessions: sessionmaker[Session], request_id: str) -> list[dict[str, Any]]:
+    """Every event recorded for notify with this request id, oldest first."""
+    with sessions() as session:
+        rows = session.scalars(select(NotifyEvents.events).order_by(NotifyEvents.id)).all()
+    return [e for events in rows for e in events if e.get("request_id") == request_id]
 
 
 def job_body(name: str, **fields: Any) -> dict[str, Any]:
@@ -108,8 +106,8 @@ def test_a_created_job_is_answered_on_reply_to_and_announced(
         assert job is not None and job.tenant == "acme"
         run = session.get(Run, uuid.UUID(event["run_id"]))
         assert run is not None and run.job_id == job.id
-    assert [e["event"] for e in notified(rds, req["request_id"])] == ["job.created"]
-    assert notified(rds, req["request_id"])[0]["id"] == event["id"]
+    assert [e["event"] for e in notified(sessions, req["request_id"])] == ["job.created"]
+    assert notified(sessions, req["request_id"])[0]["id"] == event["id"]
 
 
 def test_an_invalid_graph_is_refused_naming_the_task(
@@ -209,7 +207,7 @@ def test_a_tenant_request_acts_as_a_bound_token(
 
 
 def test_an_invalid_request_is_answered_naming_the_field(
-    producer: Celery, rds: redis.Redis, reply_to: str
+    producer: Celery, rds: redis.Redis, sessions: sessionmaker[Session], reply_to: str
 ) -> None:
     unknown = ask(producer, rds, request("make_coffee", reply_to))
     assert unknown["event"] == "request.failed"
@@ -219,7 +217,7 @@ def test_an_invalid_request_is_answered_naming_the_field(
     own_queue = request("create_job", "stellwerk.activation", body=job_body("never"))
     send(producer, own_queue)
     deadline = time.monotonic() + ANSWER_TIMEOUT_S
-    while not (events := notified(rds, own_queue["request_id"])):
+    while not (events := notified(sessions, own_queue["request_id"])):
         assert time.monotonic() < deadline, "the refusal was not announced"
         time.sleep(0.05)
     assert events[0]["reason"].startswith("reply_to: may not name one of Stellwerk's own queues")
@@ -248,7 +246,7 @@ def test_subscriptions_are_created_and_deleted(
 
 
 def test_deleting_a_job_announces_its_subscriptions_with_the_request(
-    producer: Celery, rds: redis.Redis, reply_to: str
+    producer: Celery, rds: redis.Redis, sessions: sessionmaker[Session], reply_to: str
 ) -> None:
     job = ask(producer, rds, request("create_job", reply_to, body=job_body("subbed", draft=True)))
     body = {"events": ["*"], "selector": {"job_id": job["job_id"]},
@@ -257,6 +255,6 @@ def test_deleting_a_job_announces_its_subscriptions_with_the_request(
     req = request("delete_job", reply_to, job_id=job["job_id"])
     assert ask(producer, rds, req)["event"] == "job.deleted"
     assert rds.llen(reply_to) == 0  # one answer per request
-    events = notified(rds, req["request_id"])
+    events = notified(sessions, req["request_id"])
     assert [(e["event"], e["subscription_id"]) for e in events] == [
         ("job.deleted", None), ("subscription.deleted", sub["subscription_id"])]

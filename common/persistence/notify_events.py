@@ -1,0 +1,50 @@
+"""Recording notify events in the transaction of the state change they tell of.
+
+Every event a subscriber can receive is a row of ``notify_events`` until the notify
+runner has recorded the deliveries it causes (issue 13: Redis, which carried the
+events before, may restart empty). One row per call, the events in order; the
+``NOTIFY`` sent with it wakes the runners when the transaction commits, and is dropped
+with the row if it rolls back. A runner that misses the wake-up finds the row by
+polling, so PostgreSQL alone carries an event from its change to its deliveries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from psycopg.types.json import Jsonb
+from sqlalchemy.orm import Session
+
+from common.messaging.messages import Event
+from common.persistence.db import driver
+
+CHANNEL = "stellwerk_notify"
+# One statement: the insert and the wake-up (sent at commit; repeats in one
+# transaction are folded into one by PostgreSQL).
+RECORD = (
+    "WITH recorded AS (INSERT INTO notify_events (events) VALUES (%s)) "
+    f"SELECT pg_notify('{CHANNEL}', '')"
+)
+# The events recorded by the current transaction (``now()`` is its start, which
+# ``created_at`` defaults to) that contain the given fields.
+RECORDED_HERE = (
+    "SELECT events FROM notify_events WHERE created_at = now() AND events @> %s ORDER BY id"
+)
+
+
+def events_json(events: Sequence[Event]) -> Jsonb:
+    """The ``events`` column of one row: the events as JSON, in order."""
+    return Jsonb([event.model_dump(mode="json") for event in events])
+
+
+def record_events(session: Session, events: Sequence[Event]) -> None:
+    """Record the events for the notify runner in the caller's transaction (one statement)."""
+    if events:
+        driver(session).execute(RECORD, (events_json(events),))
+
+
+def recorded_here(session: Session, fields: dict[str, str]) -> list[Event]:
+    """The events this transaction recorded that have all of ``fields``, in order."""
+    rows = driver(session).execute(RECORDED_HERE, (Jsonb([fields]),)).fetchall()
+    return [Event.model_validate(event) for (events,) in rows for event in events
+            if all(event.get(k) == v for k, v in fields.items())]
