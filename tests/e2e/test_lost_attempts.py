@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 import redis
 
@@ -72,8 +75,8 @@ def own_api(own_system: System, request: pytest.FixtureRequest) -> Iterator[http
         print(own_system.dump_logs())  # noqa: T201
 
 
-def worker(system: System, name: str) -> None:
-    system.start(name, "worker", "--types", "sleep", "--concurrency", "2",
+def worker(system: System, name: str, types: str = "sleep") -> None:
+    system.start(name, "worker", "--types", types, "--concurrency", "2",
                  "--hostname", f"{name}@lost-attempts")
 
 
@@ -86,6 +89,17 @@ def wait_for(check: Callable[[], Any], timeout_s: float = 30) -> Any:
             return value
         time.sleep(0.05)
     raise AssertionError("condition not reached in time")
+
+
+def recording_task(record: Path, seconds: float) -> dict[str, Any]:
+    """A shell task that writes a line with its pid and attempt, then sleeps."""
+    script = (
+        "import os, sys, time; "
+        "f = open(sys.argv[1], 'a'); f.write(f\"{os.getpid()} {os.environ['RUN_ID']}\\n\"); "
+        "f.close(); time.sleep(float(sys.argv[2]))"
+    )
+    return {"name": "nap", "type": "shell",
+            "params": {"argv": [sys.executable, "-c", script, str(record), str(seconds)]}}
 
 
 def task_in(api: httpx.Client, run_id: str, state: str) -> dict[str, Any] | None:
@@ -135,3 +149,46 @@ def test_an_attempt_claimed_by_a_worker_that_died_before_starting_it_is_requeued
         own_system.stop("third")
     assert run["state"] == "COMPLETED"
     assert tasks_by_name(run)["nap"]["attempt"] == 2
+
+
+def test_a_killed_workers_shell_process_dies_with_it(
+    own_system: System, own_api: httpx.Client, tmp_path: Path,
+) -> None:
+    record = tmp_path / "executions"
+    worker(own_system, "fifth", "shell")
+    job = submit(own_api, {"name": "killed-shell", "tasks": [recording_task(record, 60)]})
+    wait_for(lambda: task_in(own_api, job["run_id"], "ACTIVE") and record.exists())
+    pid = int(record.read_text().split()[0])
+    assert psutil.pid_exists(pid)
+    own_system.stop("fifth", kill=True)
+    wait_for(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie",
+             timeout_s=5)
+    own_api.post(f"/runs/{job['run_id']}/cancel")
+
+
+def test_redis_losing_its_data_does_not_run_an_attempt_twice(
+    own_system: System, own_api: httpx.Client, tmp_path: Path,
+) -> None:
+    """The worker claims its attempt again; the engine's repair dispatches nothing again."""
+    record = tmp_path / "executions"
+    worker(own_system, "sixth", "shell")
+    try:
+        job = submit(own_api, {"name": "redis-flushed", "tasks": [recording_task(record, 8)]})
+        active = wait_for(lambda: task_in(own_api, job["run_id"], "ACTIVE"))
+        key = claim_key(f"{active['id']}:1")
+        repairs = repair_count(own_system)
+        with contextlib.closing(redis.Redis.from_url(own_system.env["STELLWERK_REDIS_URL"])) as r:
+            r.flushdb()  # as a Redis restarted empty
+            wait_for(lambda: r.get(key) == b"sixth@lost-attempts", timeout_s=10)
+        wait_for(lambda: repair_count(own_system) > repairs, timeout_s=15)  # it looked
+        run = wait_run(own_api, job["run_id"], timeout_s=40)
+    finally:
+        own_system.stop("sixth")
+    assert run["state"] == "COMPLETED"
+    assert tasks_by_name(run)["nap"]["attempt"] == 1
+    assert len(record.read_text().splitlines()) == 1  # executed once
+
+
+def repair_count(system: System) -> int:
+    """How many repairs the engine has logged (one at start, one per new Redis epoch)."""
+    return (system.logs / "engine.log").read_text(errors="replace").count(" repair: ")
