@@ -1,0 +1,345 @@
+"""Chaos suite (issue 13): faults under load, then the invariants that must still hold.
+
+    .venv/bin/python bench/chaos.py --short      # one fault of each kind, < 5 minutes
+    .venv/bin/python bench/chaos.py              # more load, longer watch after each fault
+    .venv/bin/python bench/chaos.py --faults redis-flush,pg-kill --seed 7 --keep-logs
+
+It starts PostgreSQL, Redis and every component as separate processes (two engines,
+two beats, two workers, notify, api), a webhook receiver subscribed to all events, a
+load of every-minute crons and DAG jobs whose shell tasks record each execution, then
+injects the faults one at a time, waits for quiescence and prints the invariants as a
+table (bench/README.md, "Chaos suite"). Exit status 1 when one fails, 2 on bad input or
+a system that does not start; everything it started is stopped either way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import httpx
+import psutil
+
+if __package__ in (None, ""):  # run as a script: make ``bench`` and the checkout importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench import chaos_db as db
+from bench.chaos_checks import Check, CronWindow, Observed, check_all, render
+from bench.chaos_faults import FAULTS, Chaos, Fault, recovery_s
+from bench.chaos_load import (
+    Api,
+    LoadGenerator,
+    TaskContextSpec,
+    WebhookReceiver,
+    cron_job,
+    read_executions,
+)
+from bench.chaos_system import (
+    ChaosError,
+    Servers,
+    Supervisor,
+    free_port,
+    kill_marked_processes,
+    require_free_port,
+    wait_until,
+)
+from common.config import Settings
+
+ADMIN_TOKEN = "chaos-admin-token"
+SECRET_KEY = "chaos-secret-key"
+CHECKOUT = Path(__file__).resolve().parents[1]
+WORKER_TYPES = "noop,sleep,python,shell"
+WORKER_CONCURRENCY = "8"
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one suite run does: faults, load, and how long it watches."""
+
+    faults: list[str]
+    crons: int
+    dag_interval_s: float
+    storm_size: int
+    hold_s: float
+    warmup_s: float
+    gap_s: float
+    fault_wait_s: float
+    quiesce_s: float
+    seed: int
+    keep_logs: bool
+    checkout: Path
+    api_port: int | None
+    redis_port: int | None
+
+
+def parse_args(argv: list[str] | None) -> Plan:
+    """The plan from the command line (``--short`` picks the small one)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--short", action="store_true",
+                        help="one fault of each kind, small load, under 5 minutes (CI)")
+    parser.add_argument("--faults", default=",".join(FAULTS),
+                        help=f"comma-separated, in order (default all: {','.join(FAULTS)})")
+    parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--keep-logs", action="store_true",
+                        help="keep the scratch directory (logs, records) even when all pass")
+    parser.add_argument("--checkout", type=Path, default=CHECKOUT,
+                        help="the Stellwerk checkout whose .venv runs the components")
+    parser.add_argument("--api-port", type=int, help="default: a free port")
+    parser.add_argument("--redis-port", type=int, help="default: a free port")
+    args = parser.parse_args(argv)
+    faults = [f.strip() for f in args.faults.split(",") if f.strip()]
+    unknown = [f for f in faults if f not in FAULTS]
+    if unknown or not faults:
+        parser.error(f"unknown faults {unknown}; choose from {','.join(FAULTS)}")
+    sizes = ((3, 2.0, 100, 8.0, 10.0, 2.0, 30.0, 60.0) if args.short
+             else (40, 1.5, 300, 20.0, 30.0, 15.0, 60.0, 180.0))
+    return Plan(faults, *sizes, seed=args.seed, keep_logs=args.keep_logs,
+                checkout=args.checkout.resolve(), api_port=args.api_port,
+                redis_port=args.redis_port)
+
+
+def say(text: str) -> None:
+    """A progress line with the time."""
+    print(f"{datetime.now(UTC):%H:%M:%S} {text}", flush=True)
+
+
+class Suite:
+    """One run of the suite: start, load, faults, quiescence, checks, stop."""
+
+    def __init__(self, plan: Plan, workdir: Path) -> None:
+        self.plan = plan
+        self.workdir = workdir
+        self.logs = workdir / "logs"
+        self.logs.mkdir()
+        self.marker = f"chaos-{uuid.uuid4().hex[:12]}"
+        self.tasks = TaskContextSpec(workdir / "executions.log", self.marker)
+        self.rng = random.Random(plan.seed)
+        self.api_port = plan.api_port or free_port()
+        self.servers = Servers(workdir, plan.redis_port or free_port())
+        self.receiver = WebhookReceiver(secret=uuid.uuid4().hex)
+        self.supervisor: Supervisor | None = None
+        self.api: Api | None = None
+        self.load: LoadGenerator | None = None
+        self.crons: dict[str, datetime] = {}
+        self.faults: list[Fault] = []
+        self.busy: dict[str, float] = {}
+        self.disabled = datetime.now(UTC)
+
+    @property
+    def api_base(self) -> str:
+        """The API's base URL."""
+        return f"http://127.0.0.1:{self.api_port}/api/v1"
+
+    def start(self) -> Chaos:
+        """Servers, schema, components, webhook subscription, crons and the load."""
+        _check_checkout(self.plan.checkout)
+        require_free_port(self.api_port, "API")
+        require_free_port(self.servers.redis_port, "Redis")
+        self.busy["before"] = psutil.cpu_percent(interval=1.0)
+        say(f"starting PostgreSQL and Redis under {self.workdir}")
+        try:
+            self.servers.start()
+        except (RuntimeError, OSError) as error:
+            raise ChaosError(f"the embedded servers did not start: {error}") from error
+        self.supervisor = Supervisor(self.plan.checkout, self._env(), self.logs)
+        self.supervisor.run_once("migrate")
+        self._start_components(self.supervisor)
+        self.api = Api(self.api_base, ADMIN_TOKEN)
+        self.receiver.start()
+        self.api.subscribe(self.receiver.url, self.receiver.secret)
+        for index in range(self.plan.crons):
+            created = datetime.now(UTC)
+            self.crons[str(self.api.create_job(cron_job(index, self.tasks))["id"])] = created
+        self.load = LoadGenerator(self.api, self.tasks, self.rng, self.plan.dag_interval_s)
+        self.load.start()
+        return Chaos(self.supervisor, self.servers, self.api, self.receiver, self.tasks,
+                     self.rng, _lease_ttl_s(), self.plan.storm_size, self.plan.hold_s)
+
+    def _env(self) -> dict[str, str]:
+        return {
+            **os.environ,
+            "STELLWERK_DATABASE_URL": self.servers.database_url,
+            "STELLWERK_REDIS_URL": self.servers.redis_url,
+            "STELLWERK_ADMIN_TOKEN": ADMIN_TOKEN,
+            "STELLWERK_SECRET_KEY": SECRET_KEY,
+            "STELLWERK_API_URL": f"http://127.0.0.1:{self.api_port}",
+            "STELLWERK_DATA_DIR": str(self.workdir / "data"),
+            # The receiver is on loopback, which an egress policy may refuse by default.
+            "STELLWERK_EGRESS_ALLOW": "127.0.0.0/8",
+            # The receiver never fails; short retries keep quiescence short after an outage.
+            "STELLWERK_WEBHOOK_RETRY_BASE_S": "0.5",
+            "STELLWERK_WEBHOOK_RETRY_MAX_S": "5",
+            "PYTHONUNBUFFERED": "1",
+        }
+
+    def _start_components(self, sup: Supervisor) -> None:
+        say("starting api, 2 engines, 2 beats, notify, 2 workers")
+        sup.add("api", "api", "--port", str(self.api_port))
+        for name in ("engine-1", "engine-2"):
+            sup.add(name, "engine")
+        for name in ("beat-1", "beat-2"):
+            sup.add(name, "beat")
+        sup.add("notify", "notify")
+        for name in ("worker-1", "worker-2"):
+            sup.add(name, "worker", "--types", WORKER_TYPES, "--concurrency",
+                    WORKER_CONCURRENCY)
+        sup.wait_started(self.api_base, settle_s=3.0)
+        sup.watch()
+
+    def inject(self, chaos: Chaos) -> None:
+        """Each fault in turn, waiting for its recovery (or a timeout) before the next."""
+        say(f"load running; warming up {self.plan.warmup_s:.0f} s")
+        time.sleep(self.plan.warmup_s)
+        cpu_before = psutil.cpu_times()
+        for kind in self.plan.faults:
+            say(f"{kind} ...")
+            fault = FAULTS[kind](chaos)
+            wait_s = self.plan.fault_wait_s + (chaos.lease_ttl_s if kind.startswith("worker")
+                                               else 0.0)
+            wait_until(partial(_recovered, chaos, fault), wait_s)
+            fault.recovery = recovery_s(chaos, fault)
+            shown = "not within the wait" if fault.recovery is None else (
+                f"{fault.recovery:.1f} s")
+            say(f"{kind}: {fault.detail}; recovery {shown}")
+            self.faults.append(fault)
+            time.sleep(self.plan.gap_s)
+        self.busy["faults"] = _busy_since(cpu_before)
+
+    def quiesce(self) -> None:
+        """Stop the load and the crons; wait until every run ended and deliveries stop."""
+        assert self.load is not None and self.api is not None
+        self.load.stop()
+        for job_id in self.crons:
+            wait_until(partial(_disabled, self.api, job_id), 30.0, poll_s=1.0)
+        self.disabled = datetime.now(UTC)
+        say(f"load stopped ({self.load.submitted} DAG jobs, {len(self.load.refused)} "
+            "submissions refused); waiting for every run to end")
+        url = self.servers.database_url
+        wait_until(lambda: db.unfinished_runs(url) == 0, self.plan.quiesce_s, poll_s=1.0)
+        _wait_quiet(self.receiver, 4.0, 60.0)
+
+    def check(self) -> list[Check]:
+        """Read everything and check the invariants."""
+        assert self.supervisor is not None
+        windows = [CronWindow(job, created, self.disabled) for job, created in self.crons.items()]
+        seen = Observed(db.read_record(self.servers.database_url),
+                        read_executions(self.tasks.log), self.receiver.snapshot(),
+                        self.receiver.bad_signatures, list(self.supervisor.exits),
+                        self.faults, windows)
+        return check_all(seen)
+
+    def stop(self) -> None:
+        """Stop everything this run started; safe to call after a failed start."""
+        if self.load is not None:
+            self.load.stop()
+        if self.supervisor is not None:
+            self.supervisor.stop_all()
+        kill_marked_processes(self.marker)
+        if self.api is not None:
+            self.api.close()
+        self.receiver.stop()
+        self.servers.stop()
+
+
+def _check_checkout(checkout: Path) -> None:
+    if not (checkout / "scheduler" / "cli" / "main.py").exists():
+        raise ChaosError(f"{checkout} is not a Stellwerk checkout (no scheduler/cli/main.py)")
+    if not (checkout / ".venv" / "bin" / "python").exists():
+        raise ChaosError(f"{checkout} has no .venv/bin/python; install it first")
+
+
+def _lease_ttl_s() -> float:
+    """The lease TTL the components use: the environment's, else the product default."""
+    return float(os.environ.get("STELLWERK_LEASE_TTL_S", Settings().lease_ttl_s))
+
+
+def _recovered(chaos: Chaos, fault: Fault) -> bool:
+    return recovery_s(chaos, fault) is not None
+
+
+def _disabled(api: Api | None, job_id: str) -> bool:
+    assert api is not None
+    try:
+        api.disable_job(job_id)
+    except httpx.HTTPError:
+        return False
+    return True
+
+
+def _wait_quiet(receiver: WebhookReceiver, quiet_s: float, timeout_s: float) -> None:
+    """Wait until no delivery arrived for ``quiet_s`` (at most ``timeout_s``)."""
+    deadline = time.monotonic() + timeout_s
+    count = -1
+    while time.monotonic() < deadline:
+        now = len(receiver.snapshot())
+        if now == count:
+            return
+        count = now
+        time.sleep(quiet_s)
+
+
+def _busy_since(before: Any) -> float:
+    """How busy the whole machine was since ``before`` (percent of all cores)."""
+    after = psutil.cpu_times()
+    total = sum(after) - sum(before)
+    idle = (after.idle + getattr(after, "iowait", 0.0)) - (
+        before.idle + getattr(before, "iowait", 0.0))
+    return 100.0 * (1.0 - idle / total) if total > 0 else 0.0
+
+
+def _raise_on_term(signum: int, frame: FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
+def run(plan: Plan) -> int:
+    """Run the suite; the exit status."""
+    workdir = Path(tempfile.mkdtemp(prefix="stellwerk-chaos-"))
+    suite = Suite(plan, workdir)
+    started = time.monotonic()
+    failed = True
+    try:
+        chaos = suite.start()
+        suite.inject(chaos)
+        suite.quiesce()
+        checks = suite.check()
+        failed = not all(c.ok for c in checks)
+        print(render(checks), flush=True)
+        print(f"\nmachine busy: {suite.busy.get('before', 0):.0f}% before the start, "
+              f"{suite.busy.get('faults', 0):.0f}% during the faults "
+              f"({psutil.cpu_count()} cores); load average {os.getloadavg()[0]:.2f}; "
+              f"seed {plan.seed}; {time.monotonic() - started:.0f} s in all", flush=True)
+    finally:
+        suite.stop()
+        if failed or plan.keep_logs:
+            print(f"logs and records kept in {workdir}", flush=True)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point: a one-line error (status 2) for bad input or a system that won't start."""
+    plan = parse_args(argv)
+    signal.signal(signal.SIGTERM, _raise_on_term)
+    try:
+        return run(plan)
+    except ChaosError as error:
+        print(f"chaos: {error}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

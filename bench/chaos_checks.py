@@ -1,0 +1,269 @@
+"""The chaos suite's invariants, checked after quiescence, and the table that reports them.
+
+Each ``check_*`` function reads what was observed (the database's record, the tasks'
+execution records, the webhook deliveries, the supervisor's exits, the faults) and
+returns a :class:`Check`: passed or not, the figures, and evidence for a failure
+(which run, task, attempt, component).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from bench.chaos_db import Record
+from bench.chaos_faults import Fault
+from bench.chaos_load import CRON_PREFIX, Delivery, Execution
+from bench.chaos_system import Exit
+
+TERMINAL = {"COMPLETED", "FAILED", "TIMEOUT", "CANCELED"}
+RUN_EVENTS = {"CONFIRM": "run.confirm", "PAUSED": "run.paused", "COMPLETED": "run.completed",
+              "FAILED": "run.failed", "TIMEOUT": "run.timeout", "CANCELED": "run.canceled"}
+CRASH_LOOP_EXITS = 3  # unexpected exits of one component within CRASH_LOOP_WINDOW_S
+CRASH_LOOP_WINDOW_S = 60.0
+CRON_MARGIN = timedelta(seconds=5)  # a minute this close to the disable is not expected
+EVIDENCE_LINES = 6
+
+EventKey = tuple[str, str, str | None, int | None, str, str | None]
+
+
+@dataclass
+class Check:
+    """One row of the table."""
+
+    name: str
+    ok: bool
+    figures: str
+    evidence: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CronWindow:
+    """A cron job and the time during which each of its minutes must have one run."""
+
+    job_id: str
+    created: datetime
+    disabled: datetime
+
+
+@dataclass
+class Observed:
+    """What the checks read."""
+
+    record: Record
+    executions: list[Execution]
+    deliveries: list[Delivery]
+    bad_signatures: int
+    exits: list[Exit]
+    faults: list[Fault]
+    crons: list[CronWindow]
+
+
+def check_all(seen: Observed) -> list[Check]:
+    """Every invariant, in the order of the table."""
+    return [
+        check_terminal(seen), check_cron_once(seen), check_no_double(seen),
+        check_no_overlap(seen), check_completed_ran(seen), check_webhook(seen),
+        check_exits(seen), *check_recoveries(seen.faults),
+    ]
+
+
+def check_terminal(seen: Observed) -> Check:
+    """Every run ended (COMPLETED, FAILED, TIMEOUT or CANCELED)."""
+    states = Counter(r[3] for r in seen.record.runs)
+    stuck = [r for r in seen.record.runs if r[3] not in TERMINAL]
+    tasks = _tasks_by_run(seen.record)
+    evidence = [f"run {r[0]} ({r[2]}) {r[3]}: "
+                + ", ".join(f"{t[1]} {t[2]}#{t[3]}" for t in tasks[r[0]]
+                            if t[2] not in ("COMPLETED", "SKIPPED"))
+                for r in stuck]
+    figures = f"{len(seen.record.runs)} runs: " + ", ".join(
+        f"{n} {s}" for s, n in sorted(states.items()))
+    return Check("every run terminal", not stuck, figures, evidence)
+
+
+def _tasks_by_run(record: Record) -> dict[str, list[tuple[object, ...]]]:
+    out: dict[str, list[tuple[object, ...]]] = defaultdict(list)
+    for row in record.task_runs:
+        out[row[0]].append(row)
+    return out
+
+
+def check_cron_once(seen: Observed) -> Check:
+    """Exactly one run per (cron job, nominal minute) inside the job's window."""
+    runs: dict[str, Counter[datetime]] = defaultdict(Counter)
+    for row in seen.record.runs:
+        if row[2].startswith(CRON_PREFIX):
+            runs[row[1]][row[4].astimezone(UTC)] += 1
+    expected = missing = doubled = 0
+    evidence = []
+    for cron in seen.crons:
+        for minute in _minutes(cron.created, cron.disabled - CRON_MARGIN):
+            expected += 1
+            count = runs[cron.job_id].pop(minute, 0)
+            if count != 1:
+                missing, doubled = missing + (count == 0), doubled + (count > 1)
+                evidence.append(f"job {cron.job_id} minute {minute:%H:%M}: {count} runs")
+    figures = f"{expected} (job, minute) pairs: {missing} missing, {doubled} doubled"
+    if not expected:
+        figures += " (no whole minute in the cron window)"
+    return Check("one run per cron job and minute", not evidence, figures, evidence)
+
+
+def _minutes(start: datetime, end: datetime) -> Iterable[datetime]:
+    """The whole minutes strictly after ``start`` up to ``end``."""
+    minute = start.astimezone(UTC).replace(second=0, microsecond=0) + timedelta(minutes=1)
+    while minute <= end:
+        yield minute
+        minute += timedelta(minutes=1)
+
+
+def check_no_double(seen: Observed) -> Check:
+    """No (run, task, attempt) was started twice (its side effect recorded twice)."""
+    starts = [e for e in seen.executions if e.kind == "start"]
+    counts = Counter((e.run_id, e.task, e.attempt) for e in starts)
+    doubled = {k: n for k, n in counts.items() if n > 1}
+    evidence = []
+    for (run, task, attempt), n in doubled.items():
+        when = [f"pid {e.pid} at {_hms(e.at)}" for e in starts
+                if (e.run_id, e.task, e.attempt) == (run, task, attempt)]
+        evidence.append(f"run {run} task {task} attempt {attempt} executed {n}x: "
+                        + "; ".join(when))
+    figures = f"{len(starts)} executions, {len(counts)} attempts, {len(doubled)} doubled"
+    return Check("no attempt executed twice", not doubled, figures, evidence)
+
+
+def check_no_overlap(seen: Observed) -> Check:
+    """A requeued attempt never starts while the process of the one before still runs."""
+    spans: dict[tuple[str, str], dict[int, list[float]]] = defaultdict(
+        lambda: defaultdict(lambda: [0.0, float("inf")]))
+    for e in seen.executions:
+        span = spans[(e.run_id, e.task)][e.attempt]
+        span[0 if e.kind == "start" else 1] = e.at
+    evidence = []
+    for (run, task), attempts in spans.items():
+        ordered = sorted(attempts.items())
+        for (a, (_, end_a)), (b, (start_b, _)) in zip(ordered, ordered[1:], strict=False):
+            if start_b < end_a:
+                ended = "never ended" if end_a == float("inf") else f"ended {_hms(end_a)}"
+                evidence.append(f"run {run} task {task}: attempt {b} started {_hms(start_b)} "
+                                f"while attempt {a} still ran ({ended})")
+    figures = f"{len(evidence)} overlapping attempts"
+    return Check("no attempt overlaps the one before", not evidence, figures, evidence)
+
+
+def check_completed_ran(seen: Observed) -> Check:
+    """Every COMPLETED task's attempt has an execution that ended with exit code 0."""
+    ended = {(e.run_id, e.task, e.attempt) for e in seen.executions
+             if e.kind == "end" and e.code == 0}
+    completed = [t for t in seen.record.task_runs if t[2] == "COMPLETED"]
+    phantom = [t for t in completed if (t[0], t[1], t[3]) not in ended]
+    evidence = [f"run {t[0]} task {t[1]} attempt {t[3]} COMPLETED (worker {t[4]}) "
+                "with no successful execution recorded" for t in phantom]
+    return Check("no COMPLETED task that never ran", not phantom,
+                 f"{len(completed)} COMPLETED tasks, {len(phantom)} without an execution",
+                 evidence)
+
+
+def expected_events(record: Record) -> Counter[EventKey]:
+    """The events the journal's state changes must have caused (SPEC §4 names)."""
+    out: Counter[EventKey] = Counter()
+    for run, task, attempt, _, old, new, _ in record.journal:
+        previous = old or None
+        if task is not None:
+            out[(f"task.{new.lower()}", run, task, attempt, new, previous)] += 1
+            continue
+        for name in _run_event_names(old, new):
+            out[(name, run, None, None, new, previous)] += 1
+    return out
+
+
+def _run_event_names(old: str, new: str) -> list[str]:
+    if new == "READY" and not old:
+        return ["run.scheduled"]
+    if new == "ACTIVE":
+        return ["run.started" if old == "READY" else "run.resumed"]
+    name = RUN_EVENTS.get(new)
+    if name is None:
+        return []
+    return [name, "run.done"] if new in TERMINAL else [name]
+
+
+def check_webhook(seen: Observed) -> Check:
+    """Every state change in the journal reached the webhook at least once."""
+    expected = expected_events(seen.record)
+    by_id: dict[str, Delivery] = {}
+    copies: Counter[str] = Counter()
+    for d in seen.deliveries:
+        by_id.setdefault(d.event_id, d)
+        copies[d.event_id] += 1
+    got: Counter[EventKey] = Counter(
+        (d.event, d.run_id or "", d.task, d.attempt if d.task else None, d.state or "",
+         d.previous) for d in by_id.values())
+    missing = expected - got
+    doubled = Counter({k: n for k, n in (got - expected).items() if k in expected})
+    repeats = sum(n - 1 for n in copies.values())
+    evidence = [f"{k[0]} run {k[1]} task {k[2]} attempt {k[3]} ({k[5]} -> {k[4]}) "
+                f"never delivered" for k in missing]
+    evidence += [f"{k[0]} run {k[1]} task {k[2]} attempt {k[3]} published {n}x more than "
+                 "journaled" for k, n in doubled.items()]
+    figures = (f"{sum(expected.values())} expected, {sum(missing.values())} missing; "
+               f"{len(seen.deliveries)} POSTs, {repeats} repeats of an event id, "
+               f"{sum(doubled.values())} doubled changes, {seen.bad_signatures} bad signatures")
+    return Check("every state change delivered", not missing and not seen.bad_signatures,
+                 figures, evidence)
+
+
+def check_exits(seen: Observed) -> Check:
+    """No component exited on its own, so none crash-looped."""
+    unexpected = [e for e in seen.exits if not e.expected]
+    per: dict[str, list[float]] = defaultdict(list)
+    for e in unexpected:
+        per[e.name].append(e.at)
+    loops = [name for name, times in per.items()
+             if any(sum(1 for u in times if t <= u < t + CRASH_LOOP_WINDOW_S)
+                    >= CRASH_LOOP_EXITS for t in times)]
+    evidence = [f"{e.name} exited {e.code} at {_hms(e.at)}: {e.tail[:300]}" for e in unexpected]
+    figures = (f"{len(unexpected)} unexpected exits ("
+               + (", ".join(f"{n} {len(t)}x" for n, t in sorted(per.items())) or "none")
+               + f"); crash loops: {', '.join(loops) or 'none'}")
+    return Check("no unexpected exit or crash loop", not unexpected, figures, evidence)
+
+
+MEASURES = {
+    "requeue": "its ACTIVE attempts requeued, from the fault",
+    "change": "first state change after the restart / server back",
+    "webhook": "first webhook delivery after the restart",
+    "storm": "storm run finished, from its submission",
+}
+
+
+def check_recoveries(faults: list[Fault]) -> list[Check]:
+    """One row per fault: its recovery time against the issue's target."""
+    rows = []
+    for fault in faults:
+        value = fault.recovery
+        target = fault.target_s
+        ok = value is not None and (target is None or value <= target)
+        shown = "never" if value is None else f"{value:.1f} s"
+        limit = "" if target is None else f" (target {target:.0f} s)"
+        rows.append(Check(f"recovery: {fault.kind} at {fault.started}", ok,
+                          f"{shown}{limit}: {MEASURES[fault.measure]}; {fault.detail}"))
+    return rows
+
+
+def _hms(moment: float) -> str:
+    return datetime.fromtimestamp(moment, UTC).strftime("%H:%M:%S.%f")[:-3]
+
+
+def render(checks: list[Check]) -> str:
+    """The checks as a Markdown table, then the evidence of each failure."""
+    lines = ["| check | result | figures |", "|---|---|---|"]
+    lines += [f"| {c.name} | {'pass' if c.ok else 'FAIL'} | {c.figures} |" for c in checks]
+    for check in checks:
+        if not check.ok and check.evidence:
+            lines.append(f"\n{check.name}: {len(check.evidence)} cases, e.g.")
+            lines += [f"  - {line}" for line in check.evidence[:EVIDENCE_LINES]]
+    return "\n".join(lines)

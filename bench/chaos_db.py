@@ -1,0 +1,104 @@
+"""What the chaos suite reads from PostgreSQL: the record of every state change.
+
+Each read opens its own short connection: the suite reads while faults take the server
+away, and a read that fails (``None``) is simply tried again later.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+
+CONNECT_TIMEOUT_S = 3
+
+Attempt = tuple[str, str, int]  # run id, task name, attempt
+
+
+def query(url: str, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]] | None:
+    """The rows of one statement, or None when the server cannot be reached."""
+    try:
+        with psycopg.connect(url, connect_timeout=CONNECT_TIMEOUT_S, autocommit=True) as conn:
+            return list(conn.execute(sql, params).fetchall())
+    except psycopg.Error:
+        return None
+
+
+def epoch(moment: datetime | None) -> float | None:
+    """A database timestamp as Unix seconds."""
+    return None if moment is None else moment.timestamp()
+
+
+def active_attempts(url: str, worker_pid: int) -> list[Attempt]:
+    """The ACTIVE attempts held by the worker process ``worker_pid`` (its default name)."""
+    rows = query(url, "SELECT run_id::text, name, attempt FROM task_runs "
+                      "WHERE state = 'ACTIVE' AND worker LIKE %s", (f"worker-{worker_pid}@%",))
+    return [(r[0], r[1], r[2]) for r in rows or []]
+
+
+def first_change_after(url: str, moment: float) -> float | None:
+    """When the first state change (journal entry) after ``moment`` was recorded."""
+    rows = query(url, "SELECT min(at) FROM journal WHERE at > to_timestamp(%s)", (moment,))
+    return epoch(rows[0][0]) if rows else None
+
+
+def changes_between(url: str, start: float, end: float) -> int | None:
+    """How many state changes were recorded between two moments."""
+    rows = query(url, "SELECT count(*) FROM journal WHERE at > to_timestamp(%s) "
+                      "AND at <= to_timestamp(%s)", (start, end))
+    return int(rows[0][0]) if rows else None
+
+
+def requeued_after(url: str, held: Sequence[Attempt], moment: float) -> float | None:
+    """When the last of ``held`` moved on (its task's next state change after
+    ``moment``); None while one has not."""
+    if not held:
+        return None
+    rows = query(
+        url,
+        "SELECT h.run_id, h.task, min(j.at) FROM unnest(%s::uuid[], %s::text[]) "
+        "AS h(run_id, task) LEFT JOIN journal j ON j.run_id = h.run_id AND j.task = h.task "
+        "AND j.at > to_timestamp(%s) GROUP BY h.run_id, h.task",
+        ([a[0] for a in held], [a[1] for a in held], moment),
+    )
+    if rows is None or any(r[2] is None for r in rows):
+        return None
+    return max(float(r[2].timestamp()) for r in rows)
+
+
+def run_finished_at(url: str, job_id: str) -> float | None:
+    """When the (single) run of a job ended; None while it runs."""
+    rows = query(url, "SELECT finished_at FROM runs WHERE job_id = %s AND state IN "
+                      "('COMPLETED', 'FAILED', 'TIMEOUT', 'CANCELED')", (job_id,))
+    return epoch(rows[0][0]) if rows else None
+
+
+def unfinished_runs(url: str) -> int | None:
+    """How many runs are not terminal."""
+    rows = query(url, "SELECT count(*) FROM runs WHERE state NOT IN "
+                      "('COMPLETED', 'FAILED', 'TIMEOUT', 'CANCELED')")
+    return int(rows[0][0]) if rows else None
+
+
+@dataclass(frozen=True)
+class Record:
+    """Everything the checks read, taken once after quiescence."""
+
+    runs: list[tuple[Any, ...]]  # id, job id, job name, state, scheduled_for
+    task_runs: list[tuple[Any, ...]]  # run id, name, state, attempt, worker
+    journal: list[tuple[Any, ...]]  # run id, task, attempt, at, from, to, reason
+
+
+def read_record(url: str) -> Record:
+    """The runs, task runs and journal; raises when the database cannot be read."""
+    runs = query(url, "SELECT r.id::text, r.job_id::text, j.name, r.state, r.scheduled_for "
+                      "FROM runs r JOIN jobs j ON j.id = r.job_id")
+    task_runs = query(url, "SELECT run_id::text, name, state, attempt, worker FROM task_runs")
+    journal = query(url, "SELECT run_id::text, task, attempt, at, from_state, to_state, reason "
+                         "FROM journal ORDER BY id")
+    if runs is None or task_runs is None or journal is None:
+        raise RuntimeError("the database cannot be read after quiescence")
+    return Record(runs, task_runs, journal)

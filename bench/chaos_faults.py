@@ -1,0 +1,226 @@
+"""The faults the chaos suite injects, one at a time, and how it measures recovery.
+
+Each ``inject_*`` function does one fault to the running system and returns a
+:class:`Fault`: when it struck, when it was over (the component restarted, the server
+back, the connections released) and what recovery means for it. :func:`recovery_s`
+measures that from the journal or the webhook stream, for the wait before the next
+fault and for the final table.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import psycopg
+
+from bench import chaos_db as db
+from bench.chaos_load import Api, TaskContextSpec, WebhookReceiver, storm_job
+from bench.chaos_system import RESTART_DELAY_S, Servers, Supervisor
+
+WORKER_TARGET_S = 10.0  # issue 13: a dead worker's attempts requeued within 10 s
+COMPONENT_TARGET_S = 5.0  # engine, beat, notify: 5 s after the restart
+SERVER_TARGET_S = 2.0  # Redis or PostgreSQL back: first state change within 2 s
+MAX_CONNECTIONS_TRIED = 1000
+
+
+@dataclass
+class Chaos:
+    """What the faults act on."""
+
+    supervisor: Supervisor
+    servers: Servers
+    api: Api
+    receiver: WebhookReceiver
+    tasks: TaskContextSpec
+    rng: random.Random
+    lease_ttl_s: float
+    storm_size: int
+    hold_s: float  # how long pool exhaustion lasts
+
+    @property
+    def db(self) -> str:
+        """The database URL (it stays the same across a PostgreSQL restart)."""
+        return self.servers.database_url
+
+
+@dataclass
+class Fault:
+    """One injected fault and what recovery from it means."""
+
+    kind: str
+    at: float
+    back: float
+    target_s: float | None
+    measure: str  # requeue | change | webhook | storm
+    detail: str = ""
+    held: list[db.Attempt] = field(default_factory=list)
+    job_id: str = ""
+    recovery: float | None = None
+
+    @property
+    def started(self) -> str:
+        """The fault's wall-clock time, for the log."""
+        return datetime.fromtimestamp(self.at, UTC).strftime("%H:%M:%S")
+
+
+def recovery_s(chaos: Chaos, fault: Fault) -> float | None:
+    """Seconds to recovery, measured as the fault's ``measure`` says; None: not yet."""
+    if fault.measure == "requeue":
+        done = db.requeued_after(chaos.db, fault.held, fault.at)
+        return None if done is None else done - fault.at
+    if fault.measure == "webhook":
+        first = chaos.receiver.first_after(fault.back)
+        return None if first is None else first - fault.back
+    if fault.measure == "storm":
+        finished = db.run_finished_at(chaos.db, fault.job_id)
+        return None if finished is None else finished - fault.at
+    first = db.first_change_after(chaos.db, fault.back)
+    return None if first is None else max(0.0, first - fault.back)
+
+
+def _busiest_worker(chaos: Chaos, wait_s: float = 15.0) -> tuple[str, list[db.Attempt]]:
+    """The worker holding the most ACTIVE attempts (waits a little for one with any)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        held = {name: db.active_attempts(chaos.db, chaos.supervisor.pid(name))
+                for name in ("worker-1", "worker-2")}
+        name = max(held, key=lambda n: len(held[n]))
+        if held[name] or time.monotonic() > deadline:
+            return name, held[name]
+        time.sleep(0.3)
+
+
+def inject_worker_kill(chaos: Chaos) -> Fault:
+    """SIGKILL the busiest worker; its ACTIVE attempts must be requeued."""
+    name, held = _busiest_worker(chaos)
+    at, back = chaos.supervisor.kill(name)
+    return Fault("worker-kill", at, back, WORKER_TARGET_S, "requeue",
+                 f"{name} held {len(held)} ACTIVE attempts", held)
+
+
+def inject_worker_stop(chaos: Chaos) -> Fault:
+    """SIGSTOP the busiest worker past its lease, then SIGCONT: its attempts must be
+    requeued, and its late reports of them ignored."""
+    name, held = _busiest_worker(chaos)
+    stopped_s = chaos.lease_ttl_s + 5.0
+    at = chaos.supervisor.signal(name, signal.SIGSTOP)
+    time.sleep(stopped_s)
+    back = chaos.supervisor.signal(name, signal.SIGCONT)
+    return Fault("worker-stop", at, back, WORKER_TARGET_S, "requeue",
+                 f"{name} stopped {stopped_s:.0f} s holding {len(held)} ACTIVE attempts", held)
+
+
+def _kill_component(kind: str, name: str, measure: str) -> Callable[[Chaos], Fault]:
+    def inject(chaos: Chaos) -> Fault:
+        at, back = chaos.supervisor.kill(name)
+        return Fault(kind, at, back, COMPONENT_TARGET_S, measure,
+                     f"{name} SIGKILLed, restarted after {back - at:.1f} s")
+
+    inject.__doc__ = f"SIGKILL {name} and restart it as compose would."
+    return inject
+
+
+def inject_engine_kill(chaos: Chaos) -> Fault:
+    """SIGKILL one of the two engines (chosen by the seed)."""
+    name = chaos.rng.choice(["engine-1", "engine-2"])
+    return _kill_component("engine-kill", name, "change")(chaos)
+
+
+def inject_beat_kill(chaos: Chaos) -> Fault:
+    """SIGKILL a beat just before a minute's cron fires when that is near enough."""
+    second = datetime.now(UTC).second
+    if second >= 40:
+        time.sleep(max(0.0, 58.0 - second - datetime.now(UTC).microsecond / 1e6))
+    name = chaos.rng.choice(["beat-1", "beat-2"])
+    return _kill_component("beat-kill", name, "change")(chaos)
+
+
+inject_notify_kill = _kill_component("notify-kill", "notify", "webhook")
+
+
+def inject_redis_flush(chaos: Chaos) -> Fault:
+    """SIGKILL Redis and restart it empty on the same port."""
+    at = time.time()
+    chaos.servers.kill_redis_and_wipe()
+    time.sleep(RESTART_DELAY_S)
+    chaos.servers.start_redis()
+    return Fault("redis-flush", at, time.time(), SERVER_TARGET_S, "change",
+                 "redis-server SIGKILLed, data files deleted, restarted empty")
+
+
+def inject_pg_kill(chaos: Chaos) -> Fault:
+    """SIGKILL the postmaster and its backends, then restart it (crash recovery)."""
+    at = time.time()
+    killed = chaos.servers.kill_postgres()
+    time.sleep(RESTART_DELAY_S)
+    chaos.servers.start_postgres()
+    return Fault("pg-kill", at, time.time(), SERVER_TARGET_S, "change",
+                 f"{killed} PostgreSQL processes SIGKILLed, server restarted")
+
+
+def inject_pg_terminate(chaos: Chaos) -> Fault:
+    """``pg_terminate_backend`` every client connection to the Stellwerk database."""
+    at = time.time()
+    rows = db.query(chaos.db, "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                              "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                              "AND backend_type = 'client backend'")
+    count = rows[0][0] if rows else "?"
+    return Fault("pg-terminate", at, time.time(), SERVER_TARGET_S, "change",
+                 f"{count} connections terminated")
+
+
+def inject_retry_storm(chaos: Chaos) -> Fault:
+    """A run of ``storm_size`` tasks failing twice each and retrying at once."""
+    at = time.time()
+    job = chaos.api.create_job(storm_job(chaos.storm_size, chaos.tasks))
+    return Fault("retry-storm", at, at, None, "storm",
+                 f"{chaos.storm_size} tasks x 3 attempts (2 failing), retry_backoff 1 s",
+                 job_id=str(job["id"]))
+
+
+def inject_pool_exhaust(chaos: Chaos) -> Fault:
+    """Take every connection slot PostgreSQL has (until it refuses the next) for a while.
+
+    Every component's pool then fails to open a connection it needs; the ones it holds
+    keep working. Released after ``hold_s``; recovery is the first state change after.
+    """
+    limit = db.query(chaos.db, "SHOW max_connections")
+    hogs: list[psycopg.Connection[tuple[object, ...]]] = []
+    at = time.time()
+    try:
+        while len(hogs) < MAX_CONNECTIONS_TRIED:
+            try:
+                hogs.append(psycopg.connect(chaos.db, connect_timeout=3))
+            except psycopg.OperationalError:
+                break
+        time.sleep(chaos.hold_s)
+    finally:
+        for conn in hogs:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+    back = time.time()
+    during = db.changes_between(chaos.db, at + 1.0, back)
+    return Fault("pool-exhaust", at, back, SERVER_TARGET_S, "change",
+                 f"held {len(hogs)} connections (max_connections "
+                 f"{limit[0][0] if limit else '?'}) for {chaos.hold_s:.0f} s; "
+                 f"{during} state changes meanwhile")
+
+
+FAULTS: dict[str, Callable[[Chaos], Fault]] = {
+    "worker-kill": inject_worker_kill,
+    "engine-kill": inject_engine_kill,
+    "beat-kill": inject_beat_kill,
+    "notify-kill": inject_notify_kill,
+    "redis-flush": inject_redis_flush,
+    "pg-kill": inject_pg_kill,
+    "pg-terminate": inject_pg_terminate,
+    "worker-stop": inject_worker_stop,
+    "retry-storm": inject_retry_storm,
+    "pool-exhaust": inject_pool_exhaust,
+}
