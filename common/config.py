@@ -32,8 +32,12 @@ class Settings(BaseSettings):
     disable_cron: bool = False
     # Durations carry their unit in the name, so that ``STELLWERK_LEASE_TTL_S=5`` reads
     # plainly in an environment; code uses the ``timedelta`` properties below.
-    lease_ttl_s: float = 15.0
-    heartbeat_interval_s: float = 3.0
+    # A dead worker's attempts are requeued once both its lease and its liveness key
+    # (``LIVENESS_TTL``, 6 s) have lapsed: within about 7 s. A live worker's lease is
+    # never taken from it (``scheduler.beat.attempts``), so a short lease is safe; it
+    # costs one heartbeat message per running attempt every 2 s.
+    lease_ttl_s: float = 6.0
+    heartbeat_interval_s: float = 2.0
     cancel_grace_s: float = 30.0
     beat_interval_s: float = 1.0
     # The engine applies at most this many messages per transaction; while it is busy,
