@@ -18,11 +18,14 @@ from celery.utils.nodenames import default_nodename
 
 import workers.builtin  # noqa: F401 - registers the built-in processors
 from common.config import Settings
+from common.health import StatusWriter, health_dir
 from common.messaging.holdings import Holdings
 from common.messaging.liveness import LivenessBeacon
 from common.messaging.messages import task_queue
 from common.messaging.publisher import Publisher
+from common.outage import Outage
 from common.process import settle_garbage_collector
+from workers.broker_connection import steady_consumer
 from workers.pool import CooperativeThreadPool
 from workers.registry import default_registry
 from workers.runtime import build_worker_app, require_redis_url
@@ -58,8 +61,10 @@ def run_worker(
     holdings = Holdings(client, Publisher(client))
     app = build_worker_app(settings, default_registry, holdings)
     after_setup_logger.connect(_quiet_per_task_logs, weak=False)
+    broker = Outage("Redis", logger)
     worker = app.Worker(
         hostname=hostname,
+        consumer_cls=steady_consumer(broker),
         queues=[task_queue(task_type) for task_type in types],
         pool=CooperativeThreadPool if pool == "threads" else pool,
         concurrency=concurrency,
@@ -76,8 +81,11 @@ def run_worker(
     if settings.secret_key is None:
         logger.warning("STELLWERK_SECRET_KEY is not set: tasks with secure params will FAIL here")
     settle_garbage_collector()
-    with LivenessBeacon(client, hostname, types, concurrency,
-                        on_refresh=lambda: holdings.refresh(hostname)):
+    with (
+        StatusWriter(health_dir(settings.data_dir), "worker", lambda: [broker]),
+        LivenessBeacon(client, hostname, types, concurrency,
+                       on_refresh=lambda: holdings.refresh(hostname)),
+    ):
         worker.start()
     if worker.exitcode:
         raise SystemExit(worker.exitcode)

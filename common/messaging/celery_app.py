@@ -24,6 +24,9 @@ def make_celery(redis_url: str, name: str = "stellwerk") -> Celery:
         worker_prefetch_multiplier=1,
         task_create_missing_queues=True,
         broker_connection_retry_on_startup=True,
+        # A Redis outage of any length is waited out, never a reason to exit (issue 13).
+        broker_connection_retry=True,
+        broker_connection_max_retries=None,
         broker_transport_options={"visibility_timeout": 12 * 3600},
         worker_hijack_root_logger=False,
         worker_send_task_events=False,
