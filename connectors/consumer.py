@@ -6,6 +6,9 @@ requeues) it when the loop says so, which is once its attempts are claimed. It s
 fetching while the connector holds as many attempts as its ``--concurrency``
 (:class:`Gate`), so a backlog stays in Redis, where another connector can take it,
 instead of piling up in this process.
+
+A Redis outage ends nothing: the consumer logs it once, reconnects with capped backoff
+(at most a second apart, :class:`common.outage.Outage`) and says when it is over.
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ import contextlib
 import logging
 import queue
 import threading
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -23,11 +25,11 @@ from typing import Any
 from kombu import Connection, Consumer, Exchange, Message, Queue
 
 from common.messaging.messages import EXECUTE_BUNDLE_TASK
+from common.outage import Outage
 
 logger = logging.getLogger(__name__)
 
 POLL = timedelta(milliseconds=50)
-RECONNECT_AFTER = timedelta(seconds=1)
 
 
 class Gate:
@@ -95,6 +97,7 @@ class QueueConsumer:
         self._prefetch = prefetch
         self._settlements: queue.SimpleQueue[tuple[Message, bool]] = queue.SimpleQueue()
         self._stopping = threading.Event()
+        self.redis = Outage("Redis", logger)
 
     def stop(self) -> None:
         """Stop fetching; messages not yet settled go back to their queues."""
@@ -106,8 +109,7 @@ class QueueConsumer:
             try:
                 self._consume()
             except Exception as error:  # the broker went away: wait, then reconnect
-                logger.warning("consumer lost the broker (%s); reconnecting", error)
-                time.sleep(RECONNECT_AFTER.total_seconds())
+                self._stopping.wait(self.redis.failed(error))
 
     def _consume(self) -> None:
         with Connection(self._url) as connection:
@@ -116,6 +118,7 @@ class QueueConsumer:
                 accept=["json"], prefetch_count=self._prefetch,
                 on_decode_error=self._on_undecodable,
             )
+            self.redis.succeeded()  # the channel is open: Redis answered
             with consumer:
                 while not self._stopping.is_set():
                     self._settle_pending()

@@ -19,6 +19,7 @@ from datetime import timedelta
 import redis
 
 from common.messaging.keys import cancel_key
+from common.outage import Outage
 from connectors.results import AttemptReporter, ResultSender
 
 logger = logging.getLogger(__name__)
@@ -60,6 +61,7 @@ class Monitor:
         self._tick_s = tick.total_seconds()
         self._monotonic = monotonic
         self._watches: set[Watch] = set()
+        self.redis = Outage("Redis", logger)
 
     def watch(self, idempotency_key: str, reporter: AttemptReporter) -> Watch:
         """Start watching an attempt; its first report is due after ``started_after``."""
@@ -94,9 +96,13 @@ class Monitor:
         try:
             keys = [watch.idempotency_key for watch in due]
             flags = await asyncio.to_thread(self._cancel_flags, keys)
+        except (redis.ConnectionError, redis.TimeoutError) as error:
+            self.redis.failed(error)  # logged once; the next tick asks again
+            return
         except redis.RedisError as error:
             logger.warning("could not check cancel flags: %s", error)
             return
+        self.redis.succeeded()
         for watch, cancelled in zip(due, flags, strict=True):
             if cancelled:
                 watch.cancelled.set()

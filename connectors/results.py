@@ -29,6 +29,7 @@ from common.messaging.messages import (
     utcnow,
 )
 from common.messaging.publisher import Outgoing, Sink
+from common.outage import Outage
 
 logger = logging.getLogger(__name__)
 
@@ -88,19 +89,20 @@ class AttemptReporter:
 class ResultSender:
     """Publishes handed-over messages in order; what queues up meanwhile goes together.
 
-    A Redis error keeps the messages and tries again after ``retry_after``: a result
-    must not be lost because Redis was away for a moment.
+    A Redis error keeps the messages and tries again after ``retry_after`` at most
+    (capped backoff, the outage logged once): a result must not be lost because Redis
+    was away.
     """
 
     def __init__(
         self, publisher: Sink, *, retry_after: timedelta = timedelta(seconds=1)
     ) -> None:
         self._publisher = publisher
-        self._retry_after_s = retry_after.total_seconds()
         self._pending: list[Outgoing] = []
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
+        self.redis = Outage("Redis", logger, max_wait=retry_after)
 
     def send(self, messages: Iterable[Outgoing]) -> None:
         """Queue ``messages`` for publishing (returns at once)."""
@@ -121,11 +123,11 @@ class ResultSender:
             try:
                 await asyncio.to_thread(self._publisher.publish, batch)
             except redis.RedisError as error:
-                logger.warning("could not publish %d results (%s); retrying", len(batch), error)
                 self._pending[:0] = batch
-                await asyncio.sleep(self._retry_after_s)
+                await asyncio.sleep(self.redis.failed(error))
                 self._wake.set()
                 continue
+            self.redis.succeeded()
             if not self._pending:
                 self._idle.set()
 
