@@ -15,6 +15,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime
 
+from common.messaging.holdings import Holdings
 from common.messaging.messages import TaskDispatch, utcnow
 from connectors.endings import Ending, Finished, HandedOver
 from connectors.monitor import Monitor, Watch
@@ -37,7 +38,10 @@ class AttemptRunner:
         worker: str,
         *,
         clock: Callable[[], datetime] = utcnow,
+        holdings: Holdings | None = None,
     ) -> None:
+        """``holdings`` learns which attempts run, to stop one another worker took."""
+        self._holdings = holdings
         self._processors = processors
         self._monitor = monitor
         self._sender = sender
@@ -56,16 +60,29 @@ class AttemptRunner:
         async with self._slots:
             reporter = AttemptReporter(dispatch, self._worker, clock=self._clock)
             watch = self._monitor.watch(dispatch.idempotency_key, reporter)
+            self._hold(dispatch.idempotency_key, watch)
             try:
                 ending = await _supervised(processor(dispatch), watch, dispatch)
             finally:
                 self._monitor.unwatch(watch)
+                if self._holdings is not None:
+                    self._holdings.release(dispatch.idempotency_key)
         if isinstance(ending, HandedOver):
             self._sender.send([reporter.progress(detached=True, log=ending.log)])
             return
         self._sender.send([reporter.finished(
             ending.outcome, message=ending.message, output=ending.output, log=ending.log
         )])
+
+
+    def _hold(self, key: str, watch: Watch) -> None:
+        if self._holdings is not None:
+            loop = asyncio.get_running_loop()
+
+            def cancel() -> None:  # called on the liveness beacon's thread
+                loop.call_soon_threadsafe(watch.cancelled.set)
+
+            self._holdings.running(key, cancel)
 
 
 async def _supervised(

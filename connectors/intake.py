@@ -19,7 +19,7 @@ from uuid import UUID
 import redis
 from pydantic import BaseModel, ValidationError
 
-from common.messaging.claims import claim
+from common.messaging.holdings import Holdings
 from common.messaging.messages import (
     EXECUTE_BUNDLE_TASK,
     EXECUTE_TASK,
@@ -47,10 +47,11 @@ class Intake:
     """Turns deliveries into claimed attempts running on the loop."""
 
     def __init__(
-        self, client: redis.Redis, runner: AttemptRunner, sender: ResultSender, worker: str,
+        self, holdings: Holdings, runner: AttemptRunner, sender: ResultSender, worker: str,
         release: Callable[[int], None],
     ) -> None:
-        self._client = client
+        """``holdings`` claims the attempts and remembers them (for Redis to lose)."""
+        self._holdings = holdings
         self._runner = runner
         self._sender = sender
         self._worker = worker
@@ -77,7 +78,7 @@ class Intake:
         dispatches = self._dispatches(delivery)
         self._release(delivery.attempts - len(dispatches))
         try:
-            allowed = await asyncio.to_thread(claim, self._client, dispatches, self._worker)
+            allowed = await asyncio.to_thread(self._holdings.claim, dispatches, self._worker)
         except redis.RedisError as error:
             logger.warning("could not claim %d attempts (%s): requeued", len(dispatches), error)
             self._release(len(dispatches))

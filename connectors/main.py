@@ -29,6 +29,7 @@ import redis
 import uvicorn
 
 from common.config import Settings
+from common.messaging.holdings import Holdings
 from common.messaging.liveness import LivenessBeacon
 from common.messaging.messages import task_queue
 from common.messaging.publisher import Publisher
@@ -90,19 +91,19 @@ class Connector:
         self._concurrency = concurrency
         self._redis = redis.Redis.from_url(redis_url)
         self._gate = Gate(concurrency)
+        self._holdings = Holdings(self._redis, Publisher(self._redis))
 
     async def serve(self, host: str, port: int) -> None:
         """Run until SIGTERM or SIGINT (or until the HTTP server fails to start)."""
         async with new_session() as client:
             slots = asyncio.Semaphore(self._concurrency)
-            sender = ResultSender(Publisher(self._redis))
+            sender = ResultSender(self._holdings)
             monitor = Monitor(
                 redis_cancel_flags(self._redis), sender, self._settings.heartbeat_interval
             )
-            runner = AttemptRunner(
-                self._processors(client), monitor, sender, slots, self._hostname
-            )
-            intake = Intake(self._redis, runner, sender, self._hostname, self._gate.release)
+            runner = AttemptRunner(self._processors(client), monitor, sender, slots,
+                                   self._hostname, holdings=self._holdings)
+            intake = Intake(self._holdings, runner, sender, self._hostname, self._gate.release)
             invoker = Invoker(client, slots)
             app = create_app(invoker, lambda: {
                 "connector": self._hostname, "attempts": self._gate.held,
@@ -146,7 +147,8 @@ class Connector:
         thread = threading.Thread(target=consumer.run, name="consumer", daemon=True)
         serving = asyncio.create_task(server.serve())
         settle_garbage_collector()
-        with LivenessBeacon(self._redis, self._hostname, TYPES, self._concurrency):
+        with LivenessBeacon(self._redis, self._hostname, TYPES, self._concurrency,
+                            on_refresh=lambda: self._holdings.refresh(self._hostname)):
             thread.start()
             logger.info("%s serving %s with %d calls at once", self._hostname,
                         ", ".join(TYPES), self._concurrency)
