@@ -49,6 +49,7 @@ from bench.chaos_load import (
 )
 from bench.chaos_system import (
     ChaosError,
+    ProcessWatch,
     Servers,
     Supervisor,
     free_port,
@@ -130,6 +131,7 @@ class Suite:
         self.api_port = plan.api_port or free_port()
         self.servers = Servers(workdir, plan.redis_port or free_port())
         self.receiver = WebhookReceiver(secret=uuid.uuid4().hex)
+        self.procs = ProcessWatch(self.marker)
         self.supervisor: Supervisor | None = None
         self.api: Api | None = None
         self.load: LoadGenerator | None = None
@@ -159,6 +161,7 @@ class Suite:
         self._start_components(self.supervisor)
         self.api = Api(self.api_base, ADMIN_TOKEN)
         self.receiver.start()
+        self.procs.start()
         self.api.subscribe(self.receiver.url, self.receiver.secret)
         for index in range(self.plan.crons):
             created = datetime.now(UTC)
@@ -238,7 +241,7 @@ class Suite:
         seen = Observed(db.read_record(self.servers.database_url),
                         read_executions(self.tasks.log), self.receiver.snapshot(),
                         self.receiver.bad_signatures, list(self.supervisor.exits),
-                        self.faults, windows)
+                        self.faults, windows, self.procs.seen_until)
         return check_all(seen)
 
     def stop(self) -> None:
@@ -247,6 +250,7 @@ class Suite:
             self.load.stop()
         if self.supervisor is not None:
             self.supervisor.stop_all()
+        self.procs.stop()
         kill_marked_processes(self.marker)
         if self.api is not None:
             self.api.close()

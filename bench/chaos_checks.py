@@ -9,7 +9,7 @@ returns a :class:`Check`: passed or not, the figures, and evidence for a failure
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
@@ -59,6 +59,7 @@ class Observed:
     exits: list[Exit]
     faults: list[Fault]
     crons: list[CronWindow]
+    seen_until: Callable[[int, float], float | None]  # a task process last seen alive
 
 
 def check_all(seen: Observed) -> list[Check]:
@@ -136,20 +137,28 @@ def check_no_double(seen: Observed) -> Check:
 
 
 def check_no_overlap(seen: Observed) -> Check:
-    """A requeued attempt never starts while the process of the one before still runs."""
-    spans: dict[tuple[str, str], dict[int, list[float]]] = defaultdict(
-        lambda: defaultdict(lambda: [0.0, float("inf")]))
+    """A requeued attempt never starts while the process of the one before still runs.
+
+    The earlier process ends at its ``end`` record; without one (killed), at the last
+    time the suite saw it alive.
+    """
+    starts: dict[tuple[str, str], dict[int, Execution]] = defaultdict(dict)
+    ends: dict[tuple[str, str, int], float] = {}
     for e in seen.executions:
-        span = spans[(e.run_id, e.task)][e.attempt]
-        span[0 if e.kind == "start" else 1] = e.at
+        if e.kind == "start":
+            starts[(e.run_id, e.task)][e.attempt] = e
+        else:
+            ends[(e.run_id, e.task, e.attempt)] = e.at
     evidence = []
-    for (run, task), attempts in spans.items():
+    for (run, task), attempts in starts.items():
         ordered = sorted(attempts.items())
-        for (a, (_, end_a)), (b, (start_b, _)) in zip(ordered, ordered[1:], strict=False):
-            if start_b < end_a:
-                ended = "never ended" if end_a == float("inf") else f"ended {_hms(end_a)}"
-                evidence.append(f"run {run} task {task}: attempt {b} started {_hms(start_b)} "
-                                f"while attempt {a} still ran ({ended})")
+        for (a, first), (b, second) in zip(ordered, ordered[1:], strict=False):
+            end = ends.get((run, task, a))
+            alive = end if end is not None else seen.seen_until(first.pid, first.at)
+            if alive is not None and second.at < alive:
+                how = f"ended {_hms(end)}" if end is not None else f"seen alive {_hms(alive)}"
+                evidence.append(f"run {run} task {task}: attempt {b} started {_hms(second.at)} "
+                                f"while attempt {a} (pid {first.pid}) still ran ({how})")
     figures = f"{len(evidence)} overlapping attempts"
     return Check("no attempt overlaps the one before", not evidence, figures, evidence)
 
@@ -234,7 +243,8 @@ def check_exits(seen: Observed) -> Check:
 
 MEASURES = {
     "requeue": "its ACTIVE attempts requeued, from the fault",
-    "change": "first state change after the restart / server back",
+    "change": "first task state change a worker reported, after the restart / server back",
+    "held": "the killed engine's taken messages back in the queue, after the restart",
     "webhook": "first webhook delivery after the restart",
     "storm": "storm run finished, from its submission",
 }

@@ -40,8 +40,14 @@ def active_attempts(url: str, worker_pid: int) -> list[Attempt]:
 
 
 def first_change_after(url: str, moment: float) -> float | None:
-    """When the first state change (journal entry) after ``moment`` was recorded."""
-    rows = query(url, "SELECT min(at) FROM journal WHERE at > to_timestamp(%s)", (moment,))
+    """When the first task state change a worker reported was recorded after ``moment``.
+
+    Only those prove the whole path works again (dispatch through Redis, a worker, its
+    report back, the engine's commit): the API creates runs without Redis.
+    """
+    rows = query(url, "SELECT min(at) FROM journal WHERE at > to_timestamp(%s) AND task IS "
+                      "NOT NULL AND to_state IN ('ACTIVE', 'COMPLETED', 'SOFT_FAILED', "
+                      "'FAILED')", (moment,))
     return epoch(rows[0][0]) if rows else None
 
 

@@ -12,12 +12,14 @@ from __future__ import annotations
 import contextlib
 import random
 import signal
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import psycopg
+import redis
 
 from bench import chaos_db as db
 from bench.chaos_load import Api, TaskContextSpec, WebhookReceiver, storm_job
@@ -61,6 +63,7 @@ class Fault:
     detail: str = ""
     held: list[db.Attempt] = field(default_factory=list)
     job_id: str = ""
+    held_key: str = ""  # a killed engine's processing list in Redis
     recovery: float | None = None
 
     @property
@@ -77,6 +80,9 @@ def recovery_s(chaos: Chaos, fault: Fault) -> float | None:
     if fault.measure == "webhook":
         first = chaos.receiver.first_after(fault.back)
         return None if first is None else first - fault.back
+    if fault.measure == "held":
+        gone = not _redis(chaos).exists(fault.held_key)
+        return time.time() - fault.back if gone else None
     if fault.measure == "storm":
         finished = db.run_finished_at(chaos.db, fault.job_id)
         return None if finished is None else finished - fault.at
@@ -126,10 +132,28 @@ def _kill_component(kind: str, name: str, measure: str) -> Callable[[Chaos], Fau
     return inject
 
 
+def _redis(chaos: Chaos) -> redis.Redis:
+    return redis.Redis.from_url(chaos.servers.redis_url, socket_timeout=2)
+
+
 def inject_engine_kill(chaos: Chaos) -> Fault:
-    """SIGKILL one of the two engines (chosen by the seed)."""
+    """SIGKILL one of the two engines (chosen by the seed).
+
+    Messages it had taken but not acknowledged sit in its processing list
+    (``common/messaging/reliable.py``): when it held any, recovery is the time until
+    they are back in the queue; else the first state change after the restart.
+    """
     name = chaos.rng.choice(["engine-1", "engine-2"])
-    return _kill_component("engine-kill", name, "change")(chaos)
+    key = f"stellwerk:processing:engine:{socket.gethostname()}:{chaos.supervisor.pid(name)}"
+    at, back = chaos.supervisor.kill(name)
+    try:
+        held = int(_redis(chaos).llen(key))
+    except redis.RedisError:
+        held = 0
+    detail = f"{name} SIGKILLed holding {held} taken messages, restarted after {back - at:.1f} s"
+    if held:
+        return Fault("engine-kill", at, back, COMPONENT_TARGET_S, "held", detail, held_key=key)
+    return Fault("engine-kill", at, back, COMPONENT_TARGET_S, "change", detail)
 
 
 def inject_beat_kill(chaos: Chaos) -> Fault:

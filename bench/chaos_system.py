@@ -357,6 +357,43 @@ def kill_marked_processes(marker: str) -> int:
     return len(killed)
 
 
+class ProcessWatch:
+    """Samples the task processes of this suite run (by ``marker``) on a thread.
+
+    A task process killed with its worker writes no ``end`` record; the last time it
+    was seen alive tells whether a requeued attempt overlapped it.
+    """
+
+    def __init__(self, marker: str, every_s: float = 0.5) -> None:
+        self._marker = marker
+        self._every_s = every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="chaos-procs", daemon=True)
+        self.last_seen: dict[tuple[int, float], float] = {}  # (pid, created) -> seen
+
+    def start(self) -> None:
+        """Start sampling."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop sampling."""
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._every_s):
+            now = time.time()
+            for proc in psutil.process_iter(["cmdline", "create_time"]):
+                if self._marker in (proc.info.get("cmdline") or []):
+                    self.last_seen[(proc.pid, proc.info["create_time"])] = now
+
+    def seen_until(self, pid: int, started: float) -> float | None:
+        """When the process ``pid`` that started at ``started`` was last seen alive."""
+        times = [seen for (p, created), seen in list(self.last_seen.items())
+                 if p == pid and abs(created - started) < 2.0]
+        return max(times, default=None)
+
+
 def wait_until(condition: Callable[[], bool], timeout_s: float, poll_s: float = 0.5) -> bool:
     """Poll ``condition`` until it holds (True) or ``timeout_s`` passed (False)."""
     deadline = time.monotonic() + timeout_s
