@@ -1,13 +1,15 @@
 """Running a bundle: its attempts one after another, the rest shared when it is slow.
 
-A bundle (``common.messaging.bundling``) is taken by one pool thread. Short attempts
-are why bundles exist, and for them running in order is the fastest there is. A
-bundle whose attempts turn out slow must not keep the others waiting behind the
-first, so ``spill_after`` after the thread took it, the watchdog hands every attempt
-not yet begun back to the queue as a single dispatch, where idle threads and other
+A bundle (``common.messaging.bundling``) is taken by one pool thread, which claims all
+its attempts at once: a worker killed halfway leaves them claimed by a dead worker,
+which the beat requeues, instead of unclaimed in a message only a broker visibility
+timeout (hours) would give back. Short attempts are why bundles exist, and for them
+running in order is the fastest there is. A bundle whose attempts turn out slow must
+not keep the others waiting behind the first, so ``spill_after`` after the thread took
+it, the watchdog hands every attempt not yet begun back to the queue as a single
+dispatch, its claim dropped in the same Redis call, where idle threads and other
 workers pick them up. An attempt is never both run here and handed back: the thread
-and the watchdog take items from the same queue under one lock, and the worker's
-claim would stop a second run anyway.
+and the watchdog take items from the same queue under one lock.
 """
 
 from __future__ import annotations
@@ -16,50 +18,45 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Iterable
-from typing import Any
 
-from common.messaging.messages import EXECUTE_TASK
+from common.messaging.holdings import Holdings
+from common.messaging.messages import TaskDispatch
 from common.messaging.publisher import Outgoing, Sink
 
 logger = logging.getLogger(__name__)
 
 
 class BundleItems:
-    """The attempts of one bundle not yet begun; the watchdog may spill them."""
+    """The claimed attempts of one bundle not yet begun; the watchdog may spill them."""
 
-    def __init__(self, queue: str, dispatches: list[dict[str, Any]], publisher: Sink) -> None:
+    def __init__(
+        self, queue: str, dispatches: list[TaskDispatch], holdings: Holdings, worker: str
+    ) -> None:
         self._queue = queue
         self._pending = deque(dispatches)
-        self._publisher = publisher
+        self._holdings = holdings
+        self._worker = worker
         self._lock = threading.Lock()
 
-    def take(self, count: int) -> list[object]:
+    def take(self, count: int) -> list[TaskDispatch]:
         """Up to ``count`` attempts to run here; an empty list when none is left."""
         with self._lock:
             return [self._pending.popleft() for _ in range(min(count, len(self._pending)))]
 
     def wake(self, generation: int) -> None:
-        """Spill: publish what has not begun as single dispatches.
+        """Spill: hand back what has not begun, as single dispatches, claims dropped.
 
-        The lock is held while publishing, so the running thread cannot take an item
-        that is on its way back to the queue; if Redis refuses, the items stay here
-        and this thread runs them after all.
+        The lock is held while handing back, so the running thread cannot take an item
+        that is on its way back to the queue; if Redis refuses, the items stay here,
+        still claimed, and this thread runs them after all.
         """
         with self._lock:
             if not self._pending:
                 return
-            spilled = [_single(self._queue, item) for item in self._pending]
-            self._publisher.publish(spilled)
+            spilled = list(self._pending)
+            self._holdings.hand_back(self._queue, spilled, self._worker)
             self._pending.clear()
         logger.info("bundle on %s slow: %d attempts handed back", self._queue, len(spilled))
-
-
-def _single(queue: str, dispatch: dict[str, Any]) -> Outgoing:
-    """A ``stellwerk.execute`` message, with the attempt's key as its Celery id."""
-    task_id = None
-    if isinstance(dispatch, dict) and {"task_run_id", "attempt"} <= dispatch.keys():
-        task_id = f"{dispatch['task_run_id']}:{dispatch['attempt']}"
-    return Outgoing(queue, EXECUTE_TASK, dispatch, task_id)
 
 
 class ResultBuffer:

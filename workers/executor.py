@@ -32,9 +32,9 @@ from workers.tasklog import TaskLog
 logger = logging.getLogger(__name__)
 
 
-# A bundle's attempts are claimed in chunks that double while they run fast (up to
+# A bundle's attempts are taken in chunks that double while they run fast (up to
 # MAX_CHUNK) and fall back to one when a chunk takes longer than FAST_CHUNK_S: fast
-# attempts share round trips, slow ones stay unclaimed for the spill to share.
+# attempts share the round trip of their outcomes, slow ones stay behind for the spill.
 MAX_CHUNK = 16
 FAST_CHUNK_S = 0.01
 
@@ -86,7 +86,11 @@ class Executor:
         except ValidationError as exc:
             logger.error("dropped a bundle that does not parse: %s", exc)
             return
-        items = BundleItems(bundle.queue, bundle.dispatches, self._publisher)
+        parsed = (self._parse(payload, worker) for payload in bundle.dispatches)
+        dispatches = [dispatch for dispatch in parsed if dispatch is not None]
+        allowed = self._holdings.claim(dispatches, worker)
+        mine = [dispatch for dispatch, won in zip(dispatches, allowed, strict=True) if won]
+        items = BundleItems(bundle.queue, mine, self._holdings, worker)
         self._watchdog.schedule(time.monotonic() + self._spill_after_s, items, 0)
         size = 1
         while chunk := items.take(size):
@@ -95,15 +99,11 @@ class Executor:
             fast = time.monotonic() - began < FAST_CHUNK_S
             size = min(2 * size, MAX_CHUNK) if fast else 1
 
-    def _run_chunk(self, payloads: list[object], worker: str) -> None:
-        """Claim the attempts in one call, run them, send their outcomes in one call."""
-        parsed = (self._parse(payload, worker) for payload in payloads)
-        dispatches = [dispatch for dispatch in parsed if dispatch is not None]
+    def _run_chunk(self, dispatches: list[TaskDispatch], worker: str) -> None:
+        """Run claimed attempts; send their outcomes in one call."""
         outcomes = ResultBuffer()
-        allowed = self._holdings.claim(dispatches, worker)
-        for dispatch, claimed in zip(dispatches, allowed, strict=True):
-            if claimed:
-                self._run(dispatch, worker, outcomes)
+        for dispatch in dispatches:
+            self._run(dispatch, worker, outcomes)
         outcomes.flush(self._publisher)
 
     def _parse(self, payload: object, worker: str) -> TaskDispatch | None:

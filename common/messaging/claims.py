@@ -17,7 +17,8 @@ import redis
 
 from common.messaging.keys import CLAIM_TTL, cancel_key, claim_key
 from common.messaging.liveness import worker_key
-from common.messaging.messages import TaskDispatch
+from common.messaging.messages import EXECUTE_TASK, TaskDispatch
+from common.messaging.wire import envelope
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +32,19 @@ for i = 1, #KEYS, 2 do
   answers[#answers + 1] = redis.call('EXISTS', KEYS[i + 1])
 end
 return answers
+"""
+
+
+# Hand attempts back to their queue: each claim is dropped (if this claimant holds it)
+# and its dispatch pushed, together, so an attempt is never both unclaimed and unqueued.
+# KEYS: the claim keys, then the queues; ARGV: the claimant, then the messages.
+HAND_BACK_SCRIPT = """
+local n = #ARGV - 1
+for i = 1, n do
+  if redis.call('GET', KEYS[i]) == ARGV[1] then redis.call('DEL', KEYS[i]) end
+  redis.call('LPUSH', KEYS[n + i], ARGV[i + 1])
+end
+return n
 """
 
 
@@ -57,6 +71,20 @@ def claim(client: redis.Redis, dispatches: Sequence[TaskDispatch], worker: str) 
             logger.info("%s: cancelled before it started, skipped", label)
         allowed.append(bool(claimed and not cancelled))
     return allowed
+
+
+def hand_back(
+    client: redis.Redis, queue: str, dispatches: Sequence[TaskDispatch], worker: str
+) -> None:
+    """Give up ``worker``'s claims of ``dispatches`` and queue each again, atomically."""
+    if not dispatches:
+        return
+    keys = [claim_key(d.idempotency_key) for d in dispatches] + [queue] * len(dispatches)
+    messages = [
+        envelope(queue, EXECUTE_TASK, d.model_dump(mode="json"), d.idempotency_key)
+        for d in dispatches
+    ]
+    client.eval(HAND_BACK_SCRIPT, len(keys), *keys, worker, *messages)
 
 
 class ClaimHolders:

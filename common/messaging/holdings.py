@@ -27,7 +27,7 @@ from datetime import timedelta
 
 import redis
 
-from common.messaging.claims import claim
+from common.messaging.claims import claim, hand_back
 from common.messaging.epoch import current_epoch
 from common.messaging.keys import CLAIM_TTL, claim_key
 from common.messaging.messages import RESULTS_QUEUE, TaskDispatch
@@ -92,6 +92,13 @@ class Holdings:
                 if won:
                     self._held[dispatch.idempotency_key] = _Holding()
         return allowed
+
+    def hand_back(self, queue: str, dispatches: Sequence[TaskDispatch], worker: str) -> None:
+        """Queue claimed attempts again for others to run (a slow bundle's rest)."""
+        hand_back(self._redis, queue, dispatches, worker)
+        with self._lock:
+            for dispatch in dispatches:
+                self._held.pop(dispatch.idempotency_key, None)
 
     def running(self, key: str, cancel: Callable[[], None]) -> None:
         """The attempt ``key`` runs now; ``cancel`` stops it if another worker has it."""

@@ -93,3 +93,25 @@ def test_a_slow_bundle_hands_back_what_it_has_not_begun(
     assert [r.outcome for r in inbox.for_attempt(attempts[0])] == ["COMPLETED"]
     assert all(inbox.for_attempt(a) == [] for a in attempts[1:])
     assert all(worker_redis.get(claim_key(a.idempotency_key)) is None for a in attempts[1:])
+
+
+def test_a_bundle_claims_all_its_attempts_before_it_runs_the_first(
+    registry, worker_redis, inbox, make_dispatch
+) -> None:
+    """A worker killed halfway leaves them claimed by a dead worker: the beat requeues them."""
+    executor = make_executor(registry, worker_redis, spill_after_ms=60_000)
+    attempts = [make_dispatch("held", params={"n": n}) for n in range(3)]
+    RELEASE.clear()
+    runner = threading.Thread(target=executor.handle_bundle, args=(
+        bundle_of([a.model_dump(mode="json") for a in attempts], "held"), "w1"))
+    runner.start()
+    deadline = time.monotonic() + 10
+    while worker_redis.get(claim_key(attempts[-1].idempotency_key)) is None:
+        assert time.monotonic() < deadline, "the bundle's last attempt was never claimed"
+        time.sleep(0.01)
+    claims = [worker_redis.get(claim_key(a.idempotency_key)) for a in attempts]
+    RELEASE.set()
+    runner.join(10)
+    assert claims == [b"w1"] * 3
+    inbox.drain()
+    assert [r.outcome for a in attempts for r in inbox.for_attempt(a)] == ["COMPLETED"] * 3
