@@ -21,6 +21,9 @@ class Settings(BaseSettings):
     database_url: str | None = None
     redis_url: str | None = None
     data_dir: Path = Path(".stellwerk")
+    # Set by ``stellwerk up`` for its children: the supervisor's status file, which the
+    # API's ``GET /healthz`` reads to report crash-looping components.
+    supervisor_status: Path | None = None
     admin_token: SecretStr | None = None
     secret_key: SecretStr | None = None
     api_url: str = "http://127.0.0.1:8080"

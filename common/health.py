@@ -173,3 +173,26 @@ def _alive(status: Status) -> bool:
     except psutil.AccessDenied:
         return True
     return abs(started - status.started_at) < 1.0
+
+
+# --- The supervisor's status (``stellwerk up``) ----------------------------------------
+
+
+def write_crash_loops(path: Path, looping: dict[str, int]) -> None:
+    """Record which supervised components are crash-looping (name → recent restarts).
+
+    ``stellwerk up`` writes it whenever that changes; its API (``GET /healthz``) reads it.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps({"crash_looping": looping, "written_at": time.time()}))
+    os.replace(temporary, path)
+
+
+def read_crash_loops(path: Path) -> dict[str, int]:
+    """The crash-looping components :func:`write_crash_loops` recorded (none: no file)."""
+    try:
+        data = json.loads(path.read_text())
+        return {str(name): int(count) for name, count in dict(data["crash_looping"]).items()}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}

@@ -59,6 +59,7 @@ def create_app(settings: Settings, *, clock: Clock = utcnow) -> FastAPI:
     install_error_handlers(app)
     limits = Limits.of(settings)
     app.state.limits = limits
+    app.state.supervisor_status = settings.supervisor_status  # GET /healthz, under ``up``
     app.state.live_events = LiveEvents(settings.redis_url)
     # Streams hold no thread and no connection while they last: they take no slot.
     app.add_middleware(

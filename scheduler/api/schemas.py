@@ -301,11 +301,12 @@ class Problem(Public):
 
 
 class HealthPublic(Public):
-    """Whether the API reaches its database and Redis."""
+    """Whether the API reaches its database and Redis; what is crash-looping under ``up``."""
 
     status: Literal["ok", "error"]
     database: str
     redis: str
+    crash_looping: dict[str, int] = {}  # component → restarts within the last minute
 
 
 def next_fire_times(job: Job, count: int = 5) -> list[datetime]:

@@ -1,8 +1,15 @@
 """``stellwerk healthcheck COMPONENT``: the container health check of each component.
 
 Compose (or Kubernetes) runs it inside the component's container; it exits 0 when the
-component on this host shows a recent sign of life in Redis and 1 with a one-line reason
-otherwise. The signs are the records the components keep anyway:
+component on this host is not riding out an outage and shows a recent sign of life in
+Redis, and 1 with a one-line reason otherwise.
+
+First the status files the component's processes keep under
+``$STELLWERK_DATA_DIR/health`` (``common.health``): while one of them says Redis or
+PostgreSQL is unreachable, or has not been rewritten for 15 s, the component is
+unhealthy (so the check needs the component's data dir, e.g. the same
+``STELLWERK_DATA_DIR``; with ``--host`` another host's files are not looked at). Then
+the signs of life, the records the components keep anyway:
 
 - ``engine``, ``beat``: their loop-timings hash (``common.messaging.loop_timings``),
   rewritten every 5 s also when idle, gone 30 s after the loop stops;
@@ -15,6 +22,7 @@ The API has its own HTTP health check (``GET /api/v1/healthz``).
 from __future__ import annotations
 
 import socket
+import time
 from enum import StrEnum
 from typing import Annotated
 
@@ -23,6 +31,7 @@ import typer
 from sqlalchemy import text
 
 from common.config import load_settings
+from common.health import health_dir, read_statuses, verdict
 from common.messaging.liveness import WORKER_KEY_PREFIX
 from common.messaging.loop_timings import KEY_PREFIX as TIMINGS_PREFIX
 from scheduler.cli.errors import CliError, reporting_errors
@@ -58,6 +67,10 @@ def healthcheck(
 ) -> None:
     """Exit 0 if COMPONENT on this host is alive (for container health checks)."""
     settings = load_settings()  # never starts embedded servers: it only looks
+    if host is None:
+        statuses = read_statuses(health_dir(settings.data_dir), component.value)
+        if (reason := verdict(component.value, statuses, time.time())) is not None:
+            raise CliError(reason)
     if not settings.database_url or not settings.redis_url:
         raise CliError("set STELLWERK_DATABASE_URL and STELLWERK_REDIS_URL")
     database_url, redis_url = settings.database_url, settings.redis_url

@@ -3,6 +3,12 @@
 ``stellwerk up`` runs each component as its own process, as compose or Kubernetes would,
 so one that crashes is restarted without taking the others down. The way processes are
 started is injected (:data:`StartProcess`) so the tests can supervise trivial commands.
+
+A child restarted :class:`CrashLoop` ``restarts`` times within its ``window`` is
+crash-looping: restarting it heals nothing. The supervisor says so once in its log
+(and once when it has run a window without dying), and :meth:`Supervisor.crash_looping`
+names such children, which ``stellwerk up`` shows on its console and hands to its API's
+``GET /healthz`` through a status file (``common.health.write_crash_loops``).
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -74,6 +81,23 @@ class Backoff:
         return min(previous * 2, self.maximum)
 
 
+@dataclass(frozen=True)
+class CrashLoop:
+    """When restarts stop being recovery: ``restarts`` of them within ``window``."""
+
+    restarts: int = 3
+    window: timedelta = timedelta(minutes=1)
+
+    def recent(self, restarted_at: Sequence[float], now: float) -> int:
+        """How many of the restarts (monotonic seconds) fall within the window before ``now``."""
+        since = now - self.window.total_seconds()
+        return sum(1 for at in restarted_at if at > since)
+
+    def looping(self, restarted_at: Sequence[float], now: float) -> bool:
+        """Whether a child restarted at these instants is crash-looping at ``now``."""
+        return self.recent(restarted_at, now) >= self.restarts
+
+
 def describe_exit(code: int) -> str:
     """``exited with code 3`` or ``was killed by SIGKILL`` (Popen reports signals as -N)."""
     if code >= 0:
@@ -93,6 +117,8 @@ class _Child:
     delay: timedelta | None = None
     restarts: int = 0
     readers: list[threading.Thread] = field(default_factory=list)
+    restarted_at: deque[float] = field(default_factory=lambda: deque(maxlen=32))
+    looping: bool = False
 
 
 class Supervisor:
@@ -112,13 +138,18 @@ class Supervisor:
         backoff: Backoff | None = None,
         poll_interval: timedelta = timedelta(milliseconds=200),
         clock: Callable[[], float] = time.monotonic,
+        crash_loop: CrashLoop | None = None,
+        on_crash_loops: Callable[[dict[str, int]], None] = lambda looping: None,
     ) -> None:
+        """``on_crash_loops`` is told the crash-looping children whenever they change."""
         self._children = [_Child(spec) for spec in specs]
         self._sink = sink
         self._start = start
         self._backoff = backoff or Backoff()
         self._poll_s = poll_interval.total_seconds()
         self._clock = clock
+        self._crash_loop = crash_loop or CrashLoop()
+        self._on_crash_loops = on_crash_loops
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._monitor: threading.Thread | None = None
@@ -148,6 +179,17 @@ class Supervisor:
                 child.spec.name: child.restarts for child in self._children
                 if child.process is None or now - child.started_at < settled.total_seconds()
             }
+
+    def crash_looping(self) -> dict[str, int]:
+        """Children crash-looping now: name → restarts within the window."""
+        with self._lock:
+            return self._looping(self._clock())
+
+    def _looping(self, now: float) -> dict[str, int]:
+        return {
+            child.spec.name: self._crash_loop.recent(child.restarted_at, now)
+            for child in self._children if self._crash_loop.looping(child.restarted_at, now)
+        }
 
     def pid(self, name: str) -> int | None:
         """The process id of the running child called ``name``, if it is running."""
@@ -184,11 +226,32 @@ class Supervisor:
                 now = self._clock()
                 for child in self._children:
                     self._check(child, now)
+                self._note_crash_loops(now)
+
+    def _note_crash_loops(self, now: float) -> None:
+        """Log each child that starts or stops crash-looping; report the set when it changed."""
+        changed = False
+        for child in self._children:
+            looping = self._crash_loop.looping(child.restarted_at, now)
+            if looping == child.looping:
+                continue
+            child.looping, changed = looping, True
+            if looping:
+                log.warning(
+                    "%s is crash-looping: restarted %d times within %.0f s; its output above "
+                    "says why", child.spec.name, self._crash_loop.recent(child.restarted_at, now),
+                    self._crash_loop.window.total_seconds(),
+                )
+            else:
+                log.warning("%s is no longer crash-looping", child.spec.name)
+        if changed:
+            self._on_crash_loops(self._looping(now))
 
     def _check(self, child: _Child, now: float) -> None:
         if child.process is None:
             if now >= child.restart_at:
                 child.restarts += 1
+                child.restarted_at.append(now)
                 log.info("restarting %s (restart %d)", child.spec.name, child.restarts)
                 self._spawn(child, now)
             return

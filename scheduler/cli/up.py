@@ -3,6 +3,11 @@
 Starts embedded PostgreSQL and Redis under the data dir unless URLs are configured,
 migrates, then runs api, engine, beat, notify and a worker as supervised child processes
 until Ctrl-C or SIGTERM. Children are stopped before the servers they depend on.
+
+A component restarted 3 times within a minute is crash-looping: the console says so
+when it starts and when it ends, the banner waits ("not ready yet" names it), and the
+API's ``GET /healthz`` answers 503 naming it, from ``<data_dir>/supervisor.json``,
+whose path the children get in ``STELLWERK_SUPERVISOR_STATUS``.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from rich.console import Console
 from rich.text import Text
 
 from common.config import Settings, load_settings
+from common.health import write_crash_loops
 from scheduler.cli.admin_token import (
     admin_token_path,
     load_or_create_admin_token,
@@ -44,6 +50,7 @@ log = logging.getLogger(__name__)
 CHILDREN = ("api", "engine", "beat", "notify", "worker")
 STOP_GRACE = timedelta(seconds=10)
 SETTLED = timedelta(seconds=3)  # up this long after its last start, a component counts as up
+SUPERVISOR_STATUS = "supervisor.json"
 
 
 @dataclass(frozen=True)
@@ -124,11 +131,18 @@ def _run_until_stopped(
     }
     stop = threading.Event()
     _stop_on_signals(stop)
-    supervisor = Supervisor(plan_children(sys.executable, env, options), output)
+    status = options.data_dir / SUPERVISOR_STATUS
+    write_crash_loops(status, {})
+    stack.callback(status.unlink, missing_ok=True)
+    supervisor = Supervisor(
+        plan_children(sys.executable, env, options), output,
+        on_crash_loops=lambda looping: write_crash_loops(status, looping),
+    )
     stack.callback(_stop_children, supervisor)
     supervisor.start()
     ready = wait_until_healthy(
-        options.api_base + "/healthz", stop, unsettled=lambda: supervisor.unsettled(SETTLED)
+        options.api_base + "/healthz", stop,
+        unsettled=lambda: {**supervisor.unsettled(SETTLED), **supervisor.crash_looping()},
     )
     if ready:
         print_ready(output.console, options, token, read_admin_token(options.data_dir) == token)
@@ -192,6 +206,7 @@ def child_env(
         "STELLWERK_ADMIN_TOKEN": admin_token,
         "STELLWERK_DATA_DIR": str(options.data_dir),
         "STELLWERK_API_URL": options.ui_url.rstrip("/"),
+        "STELLWERK_SUPERVISOR_STATUS": str(options.data_dir / SUPERVISOR_STATUS),
         # Line by line through the pipe, or a child's output shows up only when it exits.
         "PYTHONUNBUFFERED": "1",
     }

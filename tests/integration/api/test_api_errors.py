@@ -118,7 +118,7 @@ def test_health_and_openapi_need_no_token(anonymous: TestClient) -> None:
     openapi = anonymous.get("/api/v1/openapi.json")
 
     assert (health.status_code, health.json()) == (
-        200, {"status": "ok", "database": "ok", "redis": "ok"})
+        200, {"status": "ok", "database": "ok", "redis": "ok", "crash_looping": {}})
     assert openapi.status_code == 200
     assert "/api/v1/jobs/{job_id}/runs" in openapi.json()["paths"]
 
