@@ -19,6 +19,7 @@ import os
 import random
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -46,6 +47,7 @@ from bench.chaos_load import (
     WebhookReceiver,
     cron_job,
     read_executions,
+    wide_job,
 )
 from bench.chaos_system import (
     ChaosError,
@@ -57,13 +59,13 @@ from bench.chaos_system import (
     require_free_port,
     wait_until,
 )
-from common.config import Settings
 
 ADMIN_TOKEN = "chaos-admin-token"
 SECRET_KEY = "chaos-secret-key"
 CHECKOUT = Path(__file__).resolve().parents[1]
 WORKER_TYPES = "noop,sleep,python,shell"
 WORKER_CONCURRENCY = "8"
+BURST_LEAD_S = 1.5  # from the wide job's submission to the fault
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,7 @@ class Plan:
 
     faults: list[str]
     crons: int
+    wide: int  # tasks of the wide job submitted just before each fault
     dag_interval_s: float
     storm_size: int
     hold_s: float
@@ -105,8 +108,8 @@ def parse_args(argv: list[str] | None) -> Plan:
     unknown = [f for f in faults if f not in FAULTS]
     if unknown or not faults:
         parser.error(f"unknown faults {unknown}; choose from {','.join(FAULTS)}")
-    sizes = ((3, 2.0, 100, 8.0, 10.0, 2.0, 30.0, 60.0) if args.short
-             else (40, 1.5, 300, 20.0, 30.0, 15.0, 60.0, 180.0))
+    sizes = ((3, 30, 2.0, 100, 8.0, 10.0, 2.0, 30.0, 60.0) if args.short
+             else (40, 60, 1.5, 300, 20.0, 30.0, 15.0, 60.0, 180.0))
     return Plan(faults, *sizes, seed=args.seed, keep_logs=args.keep_logs,
                 checkout=args.checkout.resolve(), api_port=args.api_port,
                 redis_port=args.redis_port)
@@ -169,7 +172,8 @@ class Suite:
         self.load = LoadGenerator(self.api, self.tasks, self.rng, self.plan.dag_interval_s)
         self.load.start()
         return Chaos(self.supervisor, self.servers, self.api, self.receiver, self.tasks,
-                     self.rng, _lease_ttl_s(), self.plan.storm_size, self.plan.hold_s)
+                     self.rng, _lease_ttl_s(self.plan.checkout, self._env()),
+                     self.plan.storm_size, self.plan.hold_s)
 
     def _env(self) -> dict[str, str]:
         return {
@@ -207,7 +211,8 @@ class Suite:
         say(f"load running; warming up {self.plan.warmup_s:.0f} s")
         time.sleep(self.plan.warmup_s)
         cpu_before = psutil.cpu_times()
-        for kind in self.plan.faults:
+        for index, kind in enumerate(self.plan.faults):
+            self._burst(chaos, index)
             say(f"{kind} ...")
             try:
                 fault = FAULTS[kind](chaos)
@@ -224,6 +229,15 @@ class Suite:
             self.faults.append(fault)
             time.sleep(self.plan.gap_s)
         self.busy["faults"] = _busy_since(cpu_before)
+
+    def _burst(self, chaos: Chaos, index: int) -> None:
+        """A wide job just before a fault, so that it strikes many attempts in flight:
+        READY ones claimed by a worker, ACTIVE ones, results on their way back."""
+        try:
+            chaos.api.create_job(wide_job(index, self.plan.wide, self.tasks))
+        except httpx.HTTPError as error:
+            say(f"the wide job was refused: {error}")
+        time.sleep(BURST_LEAD_S)
 
     def quiesce(self) -> None:
         """Stop the load and the crons; wait until every run ended and deliveries stop."""
@@ -269,9 +283,16 @@ def _check_checkout(checkout: Path) -> None:
         raise ChaosError(f"{checkout} has no .venv/bin/python; install it first")
 
 
-def _lease_ttl_s() -> float:
-    """The lease TTL the components use: the environment's, else the product default."""
-    return float(os.environ.get("STELLWERK_LEASE_TTL_S", Settings().lease_ttl_s))
+def _lease_ttl_s(checkout: Path, env: dict[str, str]) -> float:
+    """The lease TTL the checkout's components will use (its default, or the env's)."""
+    code = "from common.config import Settings; print(Settings().lease_ttl_s)"
+    done = subprocess.run([str(checkout / ".venv" / "bin" / "python"), "-c", code], cwd=checkout,
+                          env=env, capture_output=True, text=True, check=False, timeout=60)
+    try:
+        return float(done.stdout.strip())
+    except ValueError as error:
+        raise ChaosError(f"cannot read the checkout's settings: {done.stderr.strip()[-200:]}"
+                         ) from error
 
 
 def _recovered(chaos: Chaos, fault: Fault) -> bool:

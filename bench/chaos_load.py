@@ -32,6 +32,7 @@ RECORD = (
 CRON_PREFIX = "chaos-cron-"
 DAG_PREFIX = "chaos-dag-"
 STORM_PREFIX = "chaos-storm-"
+WIDE_PREFIX = "chaos-wide-"
 
 
 def shell_task(name: str, ctx: TaskContextSpec, *, sleep_s: float = 0.0, fail_until: int = 0,
@@ -76,6 +77,16 @@ def cron_job(index: int, ctx: TaskContextSpec) -> dict[str, Any]:
     """An every-minute job of two tasks."""
     tasks = [shell_task("tick", ctx, next_=["tock"]), shell_task("tock", ctx, sleep_s=1.0)]
     return {"name": f"{CRON_PREFIX}{index}", "schedule": {"cron": "* * * * *"}, "tasks": tasks}
+
+
+def wide_job(index: int, size: int, ctx: TaskContextSpec) -> dict[str, Any]:
+    """A split into ``size`` tasks of 1-2 s and a join: many attempts in flight at once."""
+    names = [f"wide-{i}" for i in range(size)]
+    tasks = [shell_task("start", ctx, next_=names)]
+    tasks += [shell_task(name, ctx, sleep_s=1.0 + (i % 2), next_=["join"])
+              for i, name in enumerate(names)]
+    tasks.append(shell_task("join", ctx))
+    return {"name": f"{WIDE_PREFIX}{index}", "tasks": tasks}
 
 
 def storm_job(size: int, ctx: TaskContextSpec) -> dict[str, Any]:
