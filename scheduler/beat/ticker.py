@@ -61,6 +61,7 @@ class Ticker:
         self._ping_redis = ping_redis
         self.redis = Outage("Redis", log)
         self.database = Outage("PostgreSQL", log)
+        self._relay_until = 0.0  # monotonic: relay what failed publishes left until then
         self._sessions = sessions
         self._watch = watch  # lost attempts, task timeouts, suspension, lateness
         self._fire_crons = fire_crons  # False: STELLWERK_DISABLE_CRON
@@ -142,7 +143,12 @@ class Ticker:
             if not self.redis.healthy:
                 self._ping_redis()
                 self.redis.succeeded()
+                self._relay_until = time.monotonic() + self._lookahead.total_seconds()
             wake = self.tick()
+            if time.monotonic() < self._relay_until:
+                # Rows a failed publish left (fires due now, or within the lookahead):
+                # sent as they fall due, not after the relay's grace.
+                self._relay.relay_pending()
         except Exception as error:
             if redis_unreachable(error):
                 return self.redis.failed(error)
