@@ -29,10 +29,12 @@ import redis
 import uvicorn
 
 from common.config import Settings
+from common.health import StatusWriter, health_dir
 from common.messaging.holdings import Holdings
 from common.messaging.liveness import LivenessBeacon
 from common.messaging.messages import task_queue
 from common.messaging.publisher import Publisher
+from common.outage import Outage
 from common.process import settle_garbage_collector
 from common.secure_params import SecretBox
 from connectors.attempts import AttemptRunner, Processor
@@ -69,7 +71,9 @@ def run_connector(
         logger.warning("STELLWERK_SECRET_KEY is not set: webservice tasks and tasks with "
                        "secure params will FAIL here")
     connector = Connector(settings, settings.redis_url, hostname, concurrency)
-    asyncio.run(connector.serve(host, port))
+    # ``stellwerk healthcheck connector`` reads it: unhealthy while Redis is down.
+    with StatusWriter(health_dir(settings.data_dir), "connector", lambda: connector.outages):
+        asyncio.run(connector.serve(host, port))
 
 
 class _Server(uvicorn.Server):
@@ -92,6 +96,7 @@ class Connector:
         self._redis = redis.Redis.from_url(redis_url)
         self._gate = Gate(concurrency)
         self._holdings = Holdings(self._redis, Publisher(self._redis))
+        self.outages: list[Outage] = []  # of the consumer, monitor and sender, once built
 
     async def serve(self, host: str, port: int) -> None:
         """Run until SIGTERM or SIGINT (or until the HTTP server fails to start)."""
@@ -101,6 +106,7 @@ class Connector:
             monitor = Monitor(
                 redis_cancel_flags(self._redis), sender, self._settings.heartbeat_interval
             )
+            self.outages += [sender.redis, monitor.redis]
             runner = AttemptRunner(self._processors(client), monitor, sender, slots,
                                    self._hostname, holdings=self._holdings)
             intake = Intake(self._holdings, runner, sender, self._hostname, self._gate.release)
@@ -144,6 +150,7 @@ class Connector:
         consumer = QueueConsumer(
             self._redis_url, [task_queue(name) for name in TYPES], self._gate, deliver
         )
+        self.outages.append(consumer.redis)
         thread = threading.Thread(target=consumer.run, name="consumer", daemon=True)
         serving = asyncio.create_task(server.serve())
         settle_garbage_collector()

@@ -14,6 +14,7 @@ import httpx
 import redis
 
 from common.config import Settings
+from common.health import health_dir
 from common.messaging.messages import utcnow
 from common.messaging.publisher import Publisher
 from common.persistence.db import make_engine, make_sessions
@@ -25,7 +26,7 @@ from scheduler.notify.intake import Intake
 from scheduler.notify.senders import CeleryTaskSender, Sender, WebhookSender
 from scheduler.notify.wakeup import Wakeup
 from scheduler.producers.main import build_request_consumer
-from scheduler.service import Together, run_until_signalled
+from scheduler.service import Together, configure_logging, run_until_signalled
 
 
 class NotifyRunner:
@@ -74,8 +75,9 @@ def build_runner(settings: Settings, http: httpx.Client) -> NotifyRunner:
 
 def run_notify(settings: Settings) -> None:
     """Run the notify runner until SIGTERM or SIGINT."""
+    configure_logging("notify")  # before the loops are built: nothing they log is lost
     timeout = settings.webhook_timeout.total_seconds()
     with httpx.Client(timeout=timeout, follow_redirects=False) as http:
         # Beside the runner: the consumer of producers' requests (``stellwerk.jobs``).
         loops = Together([build_runner(settings, http), build_request_consumer(settings)])
-        run_until_signalled("notify", loops)
+        run_until_signalled("notify", loops, health_dir=health_dir(settings.data_dir))
