@@ -66,6 +66,8 @@ CHECKOUT = Path(__file__).resolve().parents[1]
 WORKER_TYPES = "noop,sleep,python,shell"
 WORKER_CONCURRENCY = "8"
 BURST_LEAD_S = 1.5  # from the wide job's submission to the fault
+LONG_TASKS = 4  # tasks of the wide job before a worker kill that outlast the requeue
+LONG_TASK_PAST_LEASE_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -212,7 +214,7 @@ class Suite:
         time.sleep(self.plan.warmup_s)
         cpu_before = psutil.cpu_times()
         for index, kind in enumerate(self.plan.faults):
-            self._burst(chaos, index)
+            self._burst(chaos, index, kind)
             say(f"{kind} ...")
             try:
                 fault = FAULTS[kind](chaos)
@@ -230,11 +232,18 @@ class Suite:
             time.sleep(self.plan.gap_s)
         self.busy["faults"] = _busy_since(cpu_before)
 
-    def _burst(self, chaos: Chaos, index: int) -> None:
+    def _burst(self, chaos: Chaos, index: int, kind: str) -> None:
         """A wide job just before a fault, so that it strikes many attempts in flight:
-        READY ones claimed by a worker, ACTIVE ones, results on their way back."""
+        READY ones claimed by a worker, ACTIVE ones, results on their way back.
+
+        Before a worker is killed, some of its tasks outlast the lease and the requeue:
+        their processes must die with the worker, not overlap the next attempt.
+        """
+        longs = LONG_TASKS if kind == "worker-kill" else 0
+        spec = wide_job(index, self.plan.wide, self.tasks, longs=longs,
+                        long_s=chaos.lease_ttl_s + LONG_TASK_PAST_LEASE_S)
         try:
-            chaos.api.create_job(wide_job(index, self.plan.wide, self.tasks))
+            chaos.api.create_job(spec)
         except httpx.HTTPError as error:
             say(f"the wide job was refused: {error}")
         time.sleep(BURST_LEAD_S)

@@ -79,12 +79,14 @@ def cron_job(index: int, ctx: TaskContextSpec) -> dict[str, Any]:
     return {"name": f"{CRON_PREFIX}{index}", "schedule": {"cron": "* * * * *"}, "tasks": tasks}
 
 
-def wide_job(index: int, size: int, ctx: TaskContextSpec) -> dict[str, Any]:
-    """A split into ``size`` tasks of 1-2 s and a join: many attempts in flight at once."""
+def wide_job(index: int, size: int, ctx: TaskContextSpec, *, long_s: float = 0.0,
+             longs: int = 0) -> dict[str, Any]:
+    """A split into ``size`` tasks of 1-2 s (``longs`` of them ``long_s``) and a join:
+    many attempts in flight at once."""
     names = [f"wide-{i}" for i in range(size)]
     tasks = [shell_task("start", ctx, next_=names)]
-    tasks += [shell_task(name, ctx, sleep_s=1.0 + (i % 2), next_=["join"])
-              for i, name in enumerate(names)]
+    tasks += [shell_task(name, ctx, sleep_s=long_s if i < longs else 1.0 + (i % 2),
+                         next_=["join"]) for i, name in enumerate(names)]
     tasks.append(shell_task("join", ctx))
     return {"name": f"{WIDE_PREFIX}{index}", "tasks": tasks}
 
