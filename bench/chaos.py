@@ -39,7 +39,7 @@ if __package__ in (None, ""):  # run as a script: make ``bench`` and the checkou
 
 from bench import chaos_db as db
 from bench.chaos_checks import Check, CronWindow, Observed, check_all, render
-from bench.chaos_faults import FAULTS, Chaos, Fault, recovery_s
+from bench.chaos_faults import FAULTS, Chaos, Fault, explain, recovery_s
 from bench.chaos_load import (
     Api,
     LoadGenerator,
@@ -225,6 +225,7 @@ class Suite:
                                                else 0.0)
             wait_until(partial(_recovered, chaos, fault), wait_s)
             fault.recovery = recovery_s(chaos, fault)
+            fault.notes = explain(chaos, fault)
             shown = "not within the wait" if fault.recovery is None else (
                 f"{fault.recovery:.1f} s")
             say(f"{kind}: {fault.detail}; recovery {shown}")

@@ -260,7 +260,8 @@ def check_recoveries(faults: list[Fault]) -> list[Check]:
         shown = "never" if value is None else f"{value:.1f} s"
         limit = "" if target is None else f" (target {target:.0f} s)"
         rows.append(Check(f"recovery: {fault.kind} at {fault.started}", ok,
-                          f"{shown}{limit}: {MEASURES[fault.measure]}; {fault.detail}"))
+                          f"{shown}{limit}: {MEASURES[fault.measure]}; {fault.detail}",
+                          fault.notes))
     return rows
 
 

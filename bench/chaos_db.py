@@ -58,21 +58,40 @@ def changes_between(url: str, start: float, end: float) -> int | None:
     return int(rows[0][0]) if rows else None
 
 
+@dataclass(frozen=True)
+class NextChange:
+    """The first state change of a held attempt's task after a fault."""
+
+    attempt: Attempt
+    at: float | None
+    change: str  # "ACTIVE -> READY (lease expired: worker lost)"
+
+
+def next_changes(url: str, held: Sequence[Attempt], moment: float) -> list[NextChange] | None:
+    """For each of ``held``, its task's first state change after ``moment``."""
+    rows = query(
+        url,
+        "SELECT DISTINCT ON (h.run_id, h.task) h.run_id::text, h.task, j.at, j.from_state, "
+        "j.to_state, j.reason FROM unnest(%s::uuid[], %s::text[]) AS h(run_id, task) "
+        "LEFT JOIN journal j ON j.run_id = h.run_id AND j.task = h.task "
+        "AND j.at > to_timestamp(%s) ORDER BY h.run_id, h.task, j.at",
+        ([a[0] for a in held], [a[1] for a in held], moment),
+    )
+    if rows is None:
+        return None
+    attempts = {(a[0], a[1]): a for a in held}
+    return [NextChange(attempts[(r[0], r[1])], epoch(r[2]),
+                       f"{r[3]} -> {r[4]} ({r[5]})" if r[2] is not None else "none yet")
+            for r in rows]
+
+
 def requeued_after(url: str, held: Sequence[Attempt], moment: float) -> float | None:
     """When the last of ``held`` moved on (its task's next state change after
     ``moment``); None while one has not."""
-    if not held:
+    changes = next_changes(url, held, moment) if held else None
+    if not changes or any(c.at is None for c in changes):
         return None
-    rows = query(
-        url,
-        "SELECT h.run_id, h.task, min(j.at) FROM unnest(%s::uuid[], %s::text[]) "
-        "AS h(run_id, task) LEFT JOIN journal j ON j.run_id = h.run_id AND j.task = h.task "
-        "AND j.at > to_timestamp(%s) GROUP BY h.run_id, h.task",
-        ([a[0] for a in held], [a[1] for a in held], moment),
-    )
-    if rows is None or any(r[2] is None for r in rows):
-        return None
-    return max(float(r[2].timestamp()) for r in rows)
+    return max(c.at for c in changes if c.at is not None)
 
 
 def run_finished_at(url: str, job_id: str) -> float | None:

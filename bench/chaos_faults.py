@@ -65,6 +65,7 @@ class Fault:
     job_id: str = ""
     held_key: str = ""  # a killed engine's processing list in Redis
     recovery: float | None = None
+    notes: list[str] = field(default_factory=list)  # evidence for the table
 
     @property
     def started(self) -> str:
@@ -88,6 +89,17 @@ def recovery_s(chaos: Chaos, fault: Fault) -> float | None:
         return None if finished is None else finished - fault.at
     first = db.first_change_after(chaos.db, fault.back)
     return None if first is None else max(0.0, first - fault.back)
+
+
+def explain(chaos: Chaos, fault: Fault) -> list[str]:
+    """For a worker fault: what became of each attempt it held, slowest first."""
+    if fault.measure != "requeue":
+        return []
+    changes = db.next_changes(chaos.db, fault.held, fault.at) or []
+    changes.sort(key=lambda c: c.at if c.at is not None else float("inf"), reverse=True)
+    return [f"run {c.attempt[0]} task {c.attempt[1]} attempt {c.attempt[2]}: "
+            + (f"{c.at - fault.at:.1f} s after the fault, {c.change}" if c.at else c.change)
+            for c in changes]
 
 
 def _busiest_worker(chaos: Chaos, wait_s: float = 15.0) -> tuple[str, list[db.Attempt]]:
@@ -114,7 +126,7 @@ def inject_worker_stop(chaos: Chaos) -> Fault:
     """SIGSTOP the busiest worker past its lease, then SIGCONT: its attempts must be
     requeued, and its late reports of them ignored."""
     name, held = _busiest_worker(chaos)
-    stopped_s = chaos.lease_ttl_s + 5.0
+    stopped_s = max(chaos.lease_ttl_s, WORKER_TARGET_S) + 5.0
     at = chaos.supervisor.signal(name, signal.SIGSTOP)
     time.sleep(stopped_s)
     back = chaos.supervisor.signal(name, signal.SIGCONT)
