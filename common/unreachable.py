@@ -18,6 +18,8 @@ from sqlalchemy import exc as sa_exc
 # connect now (starting up or shutting down).
 _GONE_CLASSES = ("08",)
 _GONE_CODES = frozenset({"57P01", "57P02", "57P03"})
+# For ``except`` clauses: every Redis error that means "not there" (see below).
+REDIS_UNREACHABLE: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError)
 
 
 def redis_unreachable(error: BaseException) -> bool:
@@ -26,7 +28,7 @@ def redis_unreachable(error: BaseException) -> bool:
     ``BusyLoadingError`` (a restarted Redis reading its append-only file) is a
     ``ConnectionError``; a ``ResponseError`` (a bad command) is not, and is a bug.
     """
-    return isinstance(error, redis.ConnectionError | redis.TimeoutError)
+    return isinstance(error, REDIS_UNREACHABLE)
 
 
 def database_unreachable(error: BaseException) -> bool:

@@ -22,6 +22,8 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Protocol
 
+from common.outage import Outage
+from common.unreachable import redis_unreachable
 from workers.context import TaskContext
 from workers.reporting import ResultReporter
 
@@ -46,6 +48,9 @@ class Watchdog:
         self._heap: list[tuple[float, int, Wakeable, int]] = []
         self._order = itertools.count()
         self._thread: threading.Thread | None = None
+        # Shared by every heartbeat of the worker: Redis away is one outage, not one per
+        # running attempt per beat.
+        self.redis = Outage("Redis", logger)
 
     def schedule(self, when: float, target: Wakeable, generation: int) -> None:
         """Wake ``target`` at ``when`` (monotonic seconds); it ignores stale generations."""
@@ -163,5 +168,10 @@ class Heartbeat:
                 self._ctx.log("[stellwerk] cancel requested: stopping")
                 self._ctx.cancel()
             self._reporter.progress(self._ctx.logs.drain())
-        except Exception:
-            logger.exception("%s: heartbeat failed", self._ctx.label)
+        except Exception as error:
+            if not redis_unreachable(error):
+                logger.exception("%s: heartbeat failed", self._ctx.label)
+            else:  # one line per outage for the whole worker, not one per beat
+                self._watchdog.redis.failed(error)
+            return
+        self._watchdog.redis.succeeded()

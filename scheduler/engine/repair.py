@@ -35,7 +35,6 @@ from typing import Any
 
 import redis
 from sqlalchemy import and_, exists, select
-from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.domain.states import RunState, TaskState
@@ -47,6 +46,7 @@ from common.messaging.signals import activation
 from common.outage import Outage
 from common.persistence.models import Run, TaskRun
 from common.persistence.outbox import OutboxRelay, enqueue
+from common.unreachable import database_unreachable, redis_unreachable
 
 log = logging.getLogger(__name__)
 BATCH = 1000
@@ -171,11 +171,11 @@ class Repair:
             if epoch.name == self._done or wait_s > 0:
                 return min(every_s, wait_s) if epoch.name != self._done else every_s
             self._repair()
-        except redis.RedisError as error:
-            return redis_down.failed(error)
-        except DBAPIError as error:
-            return database_down.failed(error)
-        except Exception:
+        except Exception as error:
+            if redis_unreachable(error):
+                return redis_down.failed(error)
+            if database_unreachable(error):
+                return database_down.failed(error)
             log.exception("repair failed; trying again")
             return every_s
         database_down.succeeded()

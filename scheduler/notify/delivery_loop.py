@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 
-from common.connection_errors import DATABASE_ERRORS
 from common.outage import Outage
+from common.unreachable import database_unreachable
 from scheduler.notify.backoff import NextStep, RetryPolicy, after_attempt
 from scheduler.notify.deliveries import Attempt, Claimed, DeliveryStore
 from scheduler.notify.senders import Sender
@@ -86,11 +86,12 @@ class DeliveryLoop:
         try:
             claimed = self._store.claim(free, self._clock(), self._lease)
             self._database.succeeded()
-        except DATABASE_ERRORS as error:
-            claimed = None
-            wait_s = self._database.failed(error)
-        except Exception:
-            log.exception("could not claim deliveries; trying again")
+        except Exception as error:
+            if not database_unreachable(error):
+                log.exception("could not claim deliveries; trying again")
+            else:
+                claimed = None
+                wait_s = self._database.failed(error)
         for _ in range(free - len(claimed or [])):
             self._slots.release()
         if claimed is None:
@@ -129,7 +130,9 @@ class DeliveryLoop:
         while True:
             try:
                 kept = self._store.finish(delivery, attempt, step)
-            except DATABASE_ERRORS as error:
+            except Exception as error:
+                if not database_unreachable(error):
+                    raise
                 if self.stopping.wait(self._database.failed(error)):
                     return False
                 continue
@@ -153,8 +156,9 @@ class DeliveryLoop:
         try:
             if pruned := self._store.prune(self._clock() - KEEP_FINISHED):
                 log.info("pruned %d finished deliveries older than %s", pruned, KEEP_FINISHED)
-        except DATABASE_ERRORS as error:
+        except Exception as error:
+            if not database_unreachable(error):
+                log.exception("could not prune finished deliveries")
+                return
             self._database.failed(error)
             self._next_prune = 0.0  # pruned once the server is back
-        except Exception:
-            log.exception("could not prune finished deliveries")

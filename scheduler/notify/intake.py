@@ -28,10 +28,10 @@ import redis
 from pydantic import ValidationError
 from sqlalchemy.orm import Session, sessionmaker
 
-from common.connection_errors import DATABASE_ERRORS, REDIS_ERRORS
 from common.messaging.messages import Event
 from common.outage import Outage
 from common.persistence.db import driver
+from common.unreachable import REDIS_UNREACHABLE, database_unreachable
 from scheduler.notify.live import append_events
 from scheduler.notify.recording import record_deliveries
 from scheduler.notify.wakeup import Wakeup
@@ -83,8 +83,12 @@ class Intake:
             self._database.succeeded()
             self._wakeup.wait(POLL)
             self._probe_redis()
-        except DATABASE_ERRORS as error:
+        except Exception as error:
             self._wakeup.close()
+            if not database_unreachable(error):
+                log.exception("taking notify events failed; trying again")
+                self.stopping.wait(POLL.total_seconds())
+                return
             self.stopping.wait(self._database.failed(error))
 
     def take(self) -> bool:
@@ -117,7 +121,7 @@ class Intake:
             return
         try:
             call()
-        except REDIS_ERRORS as error:
+        except REDIS_UNREACHABLE as error:
             self._live_retry_at = time.monotonic() + self._redis.failed(error)
             return
         self._redis.succeeded()

@@ -24,11 +24,11 @@ from typing import Literal
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from common.connection_errors import DATABASE_ERRORS, REDIS_ERRORS
 from common.messaging.reliable import BatchReader
 from common.messaging.wire import open_envelope
 from common.outage import Outage
 from common.persistence.outbox import OutboxRelay
+from common.unreachable import REDIS_UNREACHABLE, database_unreachable
 from scheduler.producers.handler import RequestHandler
 
 log = logging.getLogger("stellwerk.producers")
@@ -64,7 +64,7 @@ class RequestConsumer:
                 self._reader.recover_orphans_if_due()
                 raws = self._reader.take(BATCH_SIZE, WAIT_S)
                 self._redis.succeeded()
-            except REDIS_ERRORS as error:
+            except REDIS_UNREACHABLE as error:
                 self.stopping.wait(self._redis.failed(error))
                 continue
             if raws:
@@ -79,14 +79,15 @@ class RequestConsumer:
             self._database.succeeded()
             self._unsettled = "ack"
             wait_s = 0.0
-        except DATABASE_ERRORS as error:
-            wait_s = self._database.failed(error)
-        except Exception:
-            log.exception("applying %d queued requests failed; requeued", len(raws))
-            wait_s = RETRY_AFTER_S
+        except Exception as error:
+            if database_unreachable(error):
+                wait_s = self._database.failed(error)
+            else:
+                log.exception("applying %d queued requests failed; requeued", len(raws))
+                wait_s = RETRY_AFTER_S
         try:
             self._settle()
-        except REDIS_ERRORS as error:
+        except REDIS_UNREACHABLE as error:
             wait_s = max(wait_s, self._redis.failed(error))
         self.stopping.wait(wait_s)
 
@@ -108,8 +109,10 @@ class RequestConsumer:
             outbox_ids = self._handler.handle(session, received.payload, self._clock())
         try:
             self._relay.relay_ids(outbox_ids)
-        except (*DATABASE_ERRORS, *REDIS_ERRORS) as error:
-            log.warning("relaying outbox rows %s failed (%s); the beat will send them",
-                        outbox_ids, type(error).__name__)
-        except Exception:
-            log.exception("relaying outbox rows %s failed; the beat will send them", outbox_ids)
+        except Exception as error:
+            if isinstance(error, REDIS_UNREACHABLE) or database_unreachable(error):
+                log.warning("relaying outbox rows %s failed (%s); the beat will send them",
+                            outbox_ids, type(error).__name__)
+            else:
+                log.exception("relaying outbox rows %s failed; the beat will send them",
+                              outbox_ids)
