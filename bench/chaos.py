@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -152,9 +153,6 @@ class Suite:
 
     def start(self) -> Chaos:
         """Servers, schema, components, webhook subscription, crons and the load."""
-        _check_checkout(self.plan.checkout)
-        require_free_port(self.api_port, "API")
-        require_free_port(self.servers.redis_port, "Redis")
         self.busy["before"] = psutil.cpu_percent(interval=1.0)
         say(f"starting PostgreSQL and Redis under {self.workdir}")
         try:
@@ -273,17 +271,22 @@ class Suite:
         return check_all(seen)
 
     def stop(self) -> None:
-        """Stop everything this run started; safe to call after a failed start."""
+        """Stop everything this run started; safe after a failed start, and each step
+        runs even when one before it failed (the servers are stopped last)."""
+        steps: list[Callable[[], object]] = [self.procs.stop, self.receiver.stop]
         if self.load is not None:
-            self.load.stop()
+            steps.insert(0, self.load.stop)
         if self.supervisor is not None:
-            self.supervisor.stop_all()
-        self.procs.stop()
-        kill_marked_processes(self.marker)
+            steps.append(self.supervisor.stop_all)
+        steps.append(partial(kill_marked_processes, self.marker))
         if self.api is not None:
-            self.api.close()
-        self.receiver.stop()
-        self.servers.stop()
+            steps.append(self.api.close)
+        steps.append(self.servers.stop)
+        for step in steps:
+            try:
+                step()
+            except Exception as error:  # noqa: BLE001 - the next steps must still run
+                print(f"chaos: while stopping: {type(error).__name__}: {error}", file=sys.stderr)
 
 
 def _check_checkout(checkout: Path) -> None:
@@ -345,6 +348,10 @@ def _raise_on_term(signum: int, frame: FrameType | None) -> None:
 
 def run(plan: Plan) -> int:
     """Run the suite; the exit status."""
+    _check_checkout(plan.checkout)
+    for port, what in ((plan.api_port, "API"), (plan.redis_port, "Redis")):
+        if port is not None:
+            require_free_port(port, what)
     workdir = Path(tempfile.mkdtemp(prefix="stellwerk-chaos-"))
     suite = Suite(plan, workdir)
     started = time.monotonic()

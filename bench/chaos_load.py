@@ -147,7 +147,8 @@ class LoadGenerator:
     def stop(self) -> None:
         """Stop submitting and wait for the thread."""
         self._stop.set()
-        self._thread.join(40)
+        if self._thread.is_alive():
+            self._thread.join(40)
 
     def _run(self) -> None:
         index = 0
@@ -232,8 +233,9 @@ class WebhookReceiver:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop serving."""
-        self._server.shutdown()
+        """Stop serving (and close the socket even if it never served)."""
+        if self._thread.is_alive():
+            self._server.shutdown()
         self._server.server_close()
 
     def snapshot(self) -> list[Delivery]:

@@ -384,7 +384,8 @@ class ProcessWatch:
     def stop(self) -> None:
         """Stop sampling."""
         self._stop.set()
-        self._thread.join(5)
+        if self._thread.is_alive():
+            self._thread.join(5)
 
     def _run(self) -> None:
         while not self._stop.wait(self._every_s):
