@@ -220,32 +220,60 @@ def inject_retry_storm(chaos: Chaos) -> Fault:
                  job_id=str(job["id"]))
 
 
-def inject_pool_exhaust(chaos: Chaos) -> Fault:
-    """Take every connection slot PostgreSQL has (until it refuses the next) for a while.
+TERMINATE_OTHERS = (
+    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = "
+    "current_database() AND backend_type = 'client backend' AND NOT pid = ANY(%s)"
+)
+COUNT_OTHERS = (
+    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+    "AND backend_type = 'client backend' AND NOT pid = ANY(%s)"
+)
+GRAB_AFTER_TERMINATE_S = 2.0
 
-    Every component's pool then fails to open a connection it needs; the ones it holds
-    keep working. Released after ``hold_s``; recovery is the first state change after.
+
+def _grab(url: str, hogs: list[psycopg.Connection[tuple[object, ...]]], limit: int) -> None:
+    """Open connections into ``hogs`` until PostgreSQL refuses the next one."""
+    while len(hogs) < limit:
+        try:
+            hogs.append(psycopg.connect(url, connect_timeout=3, autocommit=True))
+        except psycopg.OperationalError:
+            return
+
+
+def inject_pool_exhaust(chaos: Chaos) -> Fault:
+    """Take every connection slot PostgreSQL has, then terminate Stellwerk's connections.
+
+    The suite opens connections until the server refuses the next ("too many clients"),
+    terminates every other client connection, and takes the slots that frees: every
+    component's pool is then empty and cannot open a connection until the suite lets
+    go after ``hold_s``. Recovery is the first state change after the release.
     """
     limit = db.query(chaos.db, "SHOW max_connections")
     hogs: list[psycopg.Connection[tuple[object, ...]]] = []
     at = time.time()
     try:
-        while len(hogs) < MAX_CONNECTIONS_TRIED:
-            try:
-                hogs.append(psycopg.connect(chaos.db, connect_timeout=3))
-            except psycopg.OperationalError:
-                break
-        time.sleep(chaos.hold_s)
+        _grab(chaos.db, hogs, MAX_CONNECTIONS_TRIED)
+        mine = [h.info.backend_pid for h in hogs]
+        terminated = hogs[0].execute(TERMINATE_OTHERS, (mine,)).fetchone() if hogs else None
+        deadline = time.monotonic() + GRAB_AFTER_TERMINATE_S
+        while time.monotonic() < deadline:
+            _grab(chaos.db, hogs, MAX_CONNECTIONS_TRIED)
+            time.sleep(0.05)
+        time.sleep(max(0.0, chaos.hold_s - (time.time() - at)))
+        mine = [h.info.backend_pid for h in hogs]
+        theirs = hogs[0].execute(COUNT_OTHERS, (mine,)).fetchone() if hogs else None
     finally:
         for conn in hogs:
             with contextlib.suppress(psycopg.Error):
                 conn.close()
     back = time.time()
-    during = db.changes_between(chaos.db, at + 1.0, back)
+    during = db.changes_between(chaos.db, at + GRAB_AFTER_TERMINATE_S, back)
     return Fault("pool-exhaust", at, back, SERVER_TARGET_S, "change",
-                 f"held {len(hogs)} connections (max_connections "
-                 f"{limit[0][0] if limit else '?'}) for {chaos.hold_s:.0f} s; "
-                 f"{during} state changes meanwhile")
+                 f"took {len(hogs)} of {limit[0][0] if limit else '?'} connection slots for "
+                 f"{back - at:.0f} s and terminated Stellwerk's "
+                 f"{terminated[0] if terminated else '?'} connections; Stellwerk held "
+                 f"{theirs[0] if theirs else '?'} at the end, made {during} state changes "
+                 "meanwhile")
 
 
 FAULTS: dict[str, Callable[[Chaos], Fault]] = {
