@@ -223,7 +223,7 @@ class Suite:
                                                else 0.0)
             wait_until(partial(_recovered, chaos, fault), wait_s)
             fault.recovery = recovery_s(chaos, fault)
-            fault.notes = explain(chaos, fault)
+            fault.notes += explain(chaos, fault)
             shown = "not within the wait" if fault.recovery is None else (
                 f"{fault.recovery:.1f} s")
             say(f"{kind}: {fault.detail}; recovery {shown}")

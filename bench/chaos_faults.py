@@ -24,6 +24,7 @@ import redis
 from bench import chaos_db as db
 from bench.chaos_load import Api, TaskContextSpec, WebhookReceiver, storm_job
 from bench.chaos_system import RESTART_DELAY_S, Servers, Supervisor
+from common.messaging.wire import open_envelope
 
 WORKER_TARGET_S = 10.0  # issue 13: a dead worker's attempts requeued within 10 s
 COMPONENT_TARGET_S = 5.0  # engine, beat, notify: 5 s after the restart
@@ -155,17 +156,50 @@ def inject_engine_kill(chaos: Chaos) -> Fault:
     (``common/messaging/reliable.py``): when it held any, recovery is the time until
     they are back in the queue; else the first state change after the restart.
     """
-    name = chaos.rng.choice(["engine-1", "engine-2"])
-    key = f"stellwerk:processing:engine:{socket.gethostname()}:{chaos.supervisor.pid(name)}"
+    name = _engine_mid_batch(chaos) or chaos.rng.choice(["engine-1", "engine-2"])
+    key = _processing_key(chaos, name)
     at, back = chaos.supervisor.kill(name)
     try:
-        held = int(_redis(chaos).llen(key))
+        taken = [_describe_message(raw) for raw in _redis(chaos).lrange(key, 0, -1)]
     except redis.RedisError:
-        held = 0
-    detail = f"{name} SIGKILLed holding {held} taken messages, restarted after {back - at:.1f} s"
-    if held:
-        return Fault("engine-kill", at, back, COMPONENT_TARGET_S, "held", detail, held_key=key)
+        taken = []
+    detail = (f"{name} SIGKILLed holding {len(taken)} taken messages, restarted after "
+              f"{back - at:.1f} s")
+    if taken:
+        return Fault("engine-kill", at, back, COMPONENT_TARGET_S, "held", detail, held_key=key,
+                     notes=[f"taken by {name}: {m}" for m in taken])
     return Fault("engine-kill", at, back, COMPONENT_TARGET_S, "change", detail)
+
+
+def _processing_key(chaos: Chaos, engine: str) -> str:
+    """The Redis list of messages ``engine`` has taken and not yet acknowledged."""
+    return f"stellwerk:processing:engine:{socket.gethostname()}:{chaos.supervisor.pid(engine)}"
+
+
+def _engine_mid_batch(chaos: Chaos, wait_s: float = 5.0) -> str | None:
+    """An engine caught holding taken messages (in the middle of a batch), if any is
+    within ``wait_s``: polled every few milliseconds, so the kill strikes mid-batch."""
+    client = _redis(chaos)
+    keys = {name: _processing_key(chaos, name) for name in ("engine-1", "engine-2")}
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        for name, key in keys.items():
+            with contextlib.suppress(redis.RedisError):
+                if client.llen(key):
+                    return name
+        time.sleep(0.002)
+    return None
+
+
+def _describe_message(raw: bytes | str) -> str:
+    """What an engine message is about: its task name, run, task and attempt."""
+    try:
+        received = open_envelope(raw)
+    except ValueError:
+        return "an undecodable message"
+    body = received.payload if isinstance(received.payload, dict) else {}
+    what = " ".join(str(body[k]) for k in ("kind", "signal", "task", "attempt") if body.get(k))
+    return f"{received.task_name} run {body.get('run_id')} {what}".strip()
 
 
 def inject_beat_kill(chaos: Chaos) -> Fault:
