@@ -39,7 +39,14 @@ if __package__ in (None, ""):  # run as a script: make ``bench`` and the checkou
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench import chaos_db as db
-from bench.chaos_checks import Check, CronWindow, Observed, check_all, render
+from bench.chaos_checks import (
+    Check,
+    CronWindow,
+    Observed,
+    check_all,
+    recovery_summary,
+    render,
+)
 from bench.chaos_faults import FAULTS, Chaos, Fault, explain, recovery_s
 from bench.chaos_load import (
     Api,
@@ -99,7 +106,10 @@ def parse_args(argv: list[str] | None) -> Plan:
                         help="one fault of each kind, small load, under 5 minutes (CI)")
     parser.add_argument("--faults", default=",".join(FAULTS),
                         help=f"comma-separated, in order (default all: {','.join(FAULTS)})")
-    parser.add_argument("--seed", type=int, default=13)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="inject the list of faults this many times (p50 / max per kind)")
+    parser.add_argument("--seed", type=int, default=13,
+                        help="chooses the engine and beat to kill and the DAG sleeps")
     parser.add_argument("--keep-logs", action="store_true",
                         help="keep the scratch directory (logs, records) even when all pass")
     parser.add_argument("--checkout", type=Path, default=CHECKOUT,
@@ -113,7 +123,7 @@ def parse_args(argv: list[str] | None) -> Plan:
         parser.error(f"unknown faults {unknown}; choose from {','.join(FAULTS)}")
     sizes = ((3, 30, 2.0, 100, 8.0, 10.0, 2.0, 30.0, 60.0) if args.short
              else (40, 60, 1.5, 300, 20.0, 30.0, 15.0, 60.0, 180.0))
-    return Plan(faults, *sizes, seed=args.seed, keep_logs=args.keep_logs,
+    return Plan(faults * max(1, args.rounds), *sizes, seed=args.seed, keep_logs=args.keep_logs,
                 checkout=args.checkout.resolve(), api_port=args.api_port,
                 redis_port=args.redis_port)
 
@@ -363,6 +373,8 @@ def run(plan: Plan) -> int:
         checks = suite.check()
         failed = not all(c.ok for c in checks)
         print(render(checks), flush=True)
+        for line in recovery_summary(suite.faults):
+            print(line)
         print(f"\nmachine busy: {suite.busy.get('before', 0):.0f}% before the start, "
               f"{suite.busy.get('faults', 0):.0f}% during the faults "
               f"({psutil.cpu_count()} cores); load average {os.getloadavg()[0]:.2f}; "
@@ -385,6 +397,9 @@ def main(argv: list[str] | None = None) -> int:
     except ChaosError as error:
         print(f"chaos: {error}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("chaos: interrupted; everything it started is stopped", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

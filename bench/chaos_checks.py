@@ -265,6 +265,22 @@ def check_recoveries(faults: list[Fault]) -> list[Check]:
     return rows
 
 
+def recovery_summary(faults: list[Fault]) -> list[str]:
+    """p50 / max recovery per fault kind injected more than once."""
+    per: dict[str, list[float | None]] = defaultdict(list)
+    for fault in faults:
+        per[fault.kind].append(fault.recovery)
+    lines = []
+    for kind, values in per.items():
+        known = sorted(v for v in values if v is not None)
+        if len(values) > 1 and known:
+            lines.append(f"{kind}: {len(values)} faults, recovery p50 "
+                         f"{known[len(known) // 2]:.1f} s, max {known[-1]:.1f} s"
+                         + (f", {len(values) - len(known)} never" if len(known) < len(values)
+                            else ""))
+    return lines
+
+
 def _hms(moment: float) -> str:
     return datetime.fromtimestamp(moment, UTC).strftime("%H:%M:%S.%f")[:-3]
 
