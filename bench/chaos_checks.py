@@ -200,17 +200,23 @@ def _run_event_names(old: str, new: str) -> list[str]:
     return [name, "run.done"] if new in TERMINAL else [name]
 
 
+def delivered_events(deliveries: list[Delivery]) -> Counter[EventKey]:
+    """The events the webhook got, each event id counted once."""
+    by_id = {d.event_id: d for d in deliveries}
+    return Counter((d.event, d.run_id or "", d.task, d.attempt if d.task else None,
+                    d.state or "", d.previous) for d in by_id.values())
+
+
+def undelivered(record: Record, deliveries: list[Delivery]) -> int:
+    """How many of the journal's events the webhook has not got (yet)."""
+    return sum((expected_events(record) - delivered_events(deliveries)).values())
+
+
 def check_webhook(seen: Observed) -> Check:
     """Every state change in the journal reached the webhook at least once."""
     expected = expected_events(seen.record)
-    by_id: dict[str, Delivery] = {}
-    copies: Counter[str] = Counter()
-    for d in seen.deliveries:
-        by_id.setdefault(d.event_id, d)
-        copies[d.event_id] += 1
-    got: Counter[EventKey] = Counter(
-        (d.event, d.run_id or "", d.task, d.attempt if d.task else None, d.state or "",
-         d.previous) for d in by_id.values())
+    copies = Counter(d.event_id for d in seen.deliveries)
+    got = delivered_events(seen.deliveries)
     missing = expected - got
     doubled = Counter({k: n for k, n in (got - expected).items() if k in expected})
     repeats = sum(n - 1 for n in copies.values())
