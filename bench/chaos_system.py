@@ -30,6 +30,7 @@ WATCH_EVERY_S = 0.2
 STOP_GRACE_S = 10.0
 STARTUP_TIMEOUT_S = 90.0
 LOG_TAIL_LINES = 3
+BOX_DRAWING = "│╭╮╰╯─┃┏┓┗┛━"
 
 
 class ChaosError(Exception):
@@ -59,7 +60,9 @@ def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
         text = path.read_text(errors="replace")
     except OSError:
         return ""
-    kept = [line.strip() for line in text.splitlines() if line.strip()]
+    # Rich tracebacks draw boxes; the lines that say something are the ones outside them.
+    kept = [line.strip() for line in text.splitlines()
+            if line.strip() and line.strip()[0] not in BOX_DRAWING]
     return " | ".join(kept[-lines:])
 
 
