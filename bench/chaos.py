@@ -81,19 +81,32 @@ LONG_TASK_PAST_LEASE_S = 10.0
 
 
 @dataclass(frozen=True)
+class Sizes:
+    """How much load, and how long the suite watches."""
+
+    crons: int  # every-minute cron jobs
+    wide: int  # tasks of the wide job submitted just before each fault
+    dag_interval_s: float  # one DAG job submitted this often
+    storm_size: int  # tasks of the retry storm
+    hold_s: float  # how long the connection slots are held
+    warmup_s: float  # load before the first fault
+    gap_s: float  # calm after a fault's recovery, before the next
+    fault_wait_s: float  # longest wait for a fault's recovery (a worker's: plus the lease)
+    quiesce_s: float  # longest wait for every run to end, and for every delivery
+
+
+SHORT = Sizes(crons=3, wide=30, dag_interval_s=2.0, storm_size=100, hold_s=8.0,
+              warmup_s=10.0, gap_s=2.0, fault_wait_s=30.0, quiesce_s=60.0)
+FULL = Sizes(crons=40, wide=60, dag_interval_s=1.5, storm_size=300, hold_s=20.0,
+             warmup_s=30.0, gap_s=15.0, fault_wait_s=60.0, quiesce_s=180.0)
+
+
+@dataclass(frozen=True)
 class Plan:
-    """What one suite run does: faults, load, and how long it watches."""
+    """What one suite run does: which faults, with how much load."""
 
     faults: list[str]
-    crons: int
-    wide: int  # tasks of the wide job submitted just before each fault
-    dag_interval_s: float
-    storm_size: int
-    hold_s: float
-    warmup_s: float
-    gap_s: float
-    fault_wait_s: float
-    quiesce_s: float
+    sizes: Sizes
     seed: int
     keep_logs: bool
     checkout: Path
@@ -123,9 +136,8 @@ def parse_args(argv: list[str] | None) -> Plan:
     unknown = [f for f in faults if f not in FAULTS]
     if unknown or not faults:
         parser.error(f"unknown faults {unknown}; choose from {','.join(FAULTS)}")
-    sizes = ((3, 30, 2.0, 100, 8.0, 10.0, 2.0, 30.0, 60.0) if args.short
-             else (40, 60, 1.5, 300, 20.0, 30.0, 15.0, 60.0, 180.0))
-    return Plan(faults * max(1, args.rounds), *sizes, seed=args.seed, keep_logs=args.keep_logs,
+    return Plan(faults * max(1, args.rounds), SHORT if args.short else FULL, seed=args.seed,
+                keep_logs=args.keep_logs,
                 checkout=args.checkout.resolve(), api_port=args.api_port,
                 redis_port=args.redis_port)
 
@@ -178,14 +190,14 @@ class Suite:
         self.receiver.start()
         self.procs.start()
         self.api.subscribe(self.receiver.url, self.receiver.secret)
-        for index in range(self.plan.crons):
+        for index in range(self.plan.sizes.crons):
             created = datetime.now(UTC)
             self.crons[str(self.api.create_job(cron_job(index, self.tasks))["id"])] = created
-        self.load = LoadGenerator(self.api, self.tasks, self.rng, self.plan.dag_interval_s)
+        self.load = LoadGenerator(self.api, self.tasks, self.rng, self.plan.sizes.dag_interval_s)
         self.load.start()
         return Chaos(self.supervisor, self.servers, self.api, self.receiver, self.tasks,
                      self.rng, _lease_ttl_s(self.plan.checkout, self._env()),
-                     self.plan.storm_size, self.plan.hold_s)
+                     self.plan.sizes.storm_size, self.plan.sizes.hold_s)
 
     def _env(self) -> dict[str, str]:
         return {
@@ -220,8 +232,8 @@ class Suite:
 
     def inject(self, chaos: Chaos) -> None:
         """Each fault in turn, waiting for its recovery (or a timeout) before the next."""
-        say(f"load running; warming up {self.plan.warmup_s:.0f} s")
-        time.sleep(self.plan.warmup_s)
+        say(f"load running; warming up {self.plan.sizes.warmup_s:.0f} s")
+        time.sleep(self.plan.sizes.warmup_s)
         cpu_before = psutil.cpu_times()
         for index, kind in enumerate(self.plan.faults):
             self._burst(chaos, index, kind)
@@ -231,7 +243,7 @@ class Suite:
             except Exception as error:  # a server that does not come back, an API refusal
                 raise ChaosError(f"{kind} could not be injected: {type(error).__name__}: "
                                  f"{str(error).splitlines()[0] if str(error) else ''}") from error
-            wait_s = self.plan.fault_wait_s + (chaos.lease_ttl_s if kind.startswith("worker")
+            wait_s = self.plan.sizes.fault_wait_s + (chaos.lease_ttl_s if kind.startswith("worker")
                                                else 0.0)
             wait_until(partial(_recovered, chaos, fault), wait_s)
             fault.recovery = recovery_s(chaos, fault)
@@ -240,7 +252,7 @@ class Suite:
                 f"{fault.recovery:.1f} s")
             say(f"{kind}: {fault.detail}; recovery {shown}")
             self.faults.append(fault)
-            time.sleep(self.plan.gap_s)
+            time.sleep(self.plan.sizes.gap_s)
         self.busy["faults"] = _busy_since(cpu_before)
 
     def _burst(self, chaos: Chaos, index: int, kind: str) -> None:
@@ -251,7 +263,7 @@ class Suite:
         their processes must die with the worker, not overlap the next attempt.
         """
         longs = LONG_TASKS if kind == "worker-kill" else 0
-        spec = wide_job(index, self.plan.wide, self.tasks, longs=longs,
+        spec = wide_job(index, self.plan.sizes.wide, self.tasks, longs=longs,
                         long_s=chaos.lease_ttl_s + LONG_TASK_PAST_LEASE_S)
         try:
             chaos.api.create_job(spec)
@@ -269,9 +281,9 @@ class Suite:
         say(f"load stopped ({self.load.submitted} DAG jobs, {len(self.load.refused)} "
             "submissions refused); waiting for every run to end")
         url = self.servers.database_url
-        wait_until(lambda: db.unfinished_runs(url) == 0, self.plan.quiesce_s, poll_s=1.0)
+        wait_until(lambda: db.unfinished_runs(url) == 0, self.plan.sizes.quiesce_s, poll_s=1.0)
         say("waiting for every state change to reach the webhook")
-        wait_until(partial(_all_delivered, url, self.receiver), self.plan.quiesce_s, 2.0)
+        wait_until(partial(_all_delivered, url, self.receiver), self.plan.sizes.quiesce_s, 2.0)
         _wait_quiet(self.receiver, 2.0, 30.0)  # repeats still on their way
 
     def check(self) -> list[Check]:
