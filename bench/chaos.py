@@ -78,6 +78,7 @@ WORKER_CONCURRENCY = "8"
 BURST_LEAD_S = 1.5  # from the wide job's submission to the fault
 LONG_TASKS = 4  # tasks of the wide job before a worker kill that outlast the requeue
 LONG_TASK_PAST_LEASE_S = 10.0
+NOTES_SHOWN = 3  # evidence lines printed with a fault's progress line
 
 
 @dataclass(frozen=True)
@@ -251,6 +252,8 @@ class Suite:
             shown = "not within the wait" if fault.recovery is None else (
                 f"{fault.recovery:.1f} s")
             say(f"{kind}: {fault.detail}; recovery {shown}")
+            for note in fault.notes[:NOTES_SHOWN]:
+                say(f"  {note}")
             self.faults.append(fault)
             time.sleep(self.plan.sizes.gap_s)
         self.busy["faults"] = _busy_since(cpu_before)

@@ -250,7 +250,7 @@ def check_exits(seen: Observed) -> Check:
 MEASURES = {
     "requeue": "its ACTIVE attempts requeued, from the fault",
     "change": "first task state change a worker reported, after the restart / server back",
-    "held": "the killed engine's taken messages back in the queue, after the restart",
+    "held": "the runs or tasks of the killed engine's taken messages moved on, after the restart",
     "webhook": "first webhook delivery after the restart",
     "storm": "storm run finished, from its submission",
 }

@@ -94,6 +94,43 @@ def requeued_after(url: str, held: Sequence[Attempt], moment: float) -> float | 
     return max(c.at for c in changes if c.at is not None)
 
 
+@dataclass(frozen=True)
+class Taken:
+    """A message an engine had taken when it was killed: what it is about."""
+
+    message: str  # stellwerk.result, stellwerk.activate
+    kind: str  # started, finished; start, lease_expired, ...
+    run_id: str
+    task_run_id: str | None
+    task: str | None
+    attempt: int | None
+
+    def describe(self) -> str:
+        """One line for the evidence."""
+        about = self.task or self.task_run_id or "the run"
+        return f"{self.message} {self.kind} run {self.run_id} {about} attempt {self.attempt}"
+
+
+def applied_after(url: str, taken: Sequence[Taken], moment: float) -> float | None:
+    """When the last of ``taken`` had its run or task moved on after ``moment``: its
+    task's (or, for a run's message, the run's) first state change after it."""
+    last = 0.0
+    for message in taken:
+        if message.task_run_id or message.task:
+            rows = query(url, "SELECT min(j.at) FROM journal j JOIN task_runs t ON "
+                              "t.run_id = j.run_id AND t.name = j.task WHERE j.run_id = %s "
+                              "AND (t.id::text = %s OR t.name = %s) AND j.at > to_timestamp(%s)",
+                         (message.run_id, message.task_run_id, message.task, moment))
+        else:
+            rows = query(url, "SELECT min(at) FROM journal WHERE run_id = %s AND task IS NULL "
+                              "AND at > to_timestamp(%s)", (message.run_id, moment))
+        at = epoch(rows[0][0]) if rows else None
+        if at is None:
+            return None
+        last = max(last, at)
+    return last
+
+
 def run_finished_at(url: str, job_id: str) -> float | None:
     """When the (single) run of a job ended; None while it runs."""
     rows = query(url, "SELECT finished_at FROM runs WHERE job_id = %s AND state IN "

@@ -64,7 +64,7 @@ class Fault:
     detail: str = ""
     held: list[db.Attempt] = field(default_factory=list)
     job_id: str = ""
-    held_key: str = ""  # a killed engine's processing list in Redis
+    taken: list[db.Taken] = field(default_factory=list)  # a killed engine's messages
     recovery: float | None = None
     notes: list[str] = field(default_factory=list)  # evidence for the table
 
@@ -83,8 +83,8 @@ def recovery_s(chaos: Chaos, fault: Fault) -> float | None:
         first = chaos.receiver.first_after(fault.back)
         return None if first is None else first - fault.back
     if fault.measure == "held":
-        gone = not _redis(chaos).exists(fault.held_key)
-        return time.time() - fault.back if gone else None
+        applied = db.applied_after(chaos.db, fault.taken, fault.at)
+        return None if applied is None else max(0.0, applied - fault.back)
     if fault.measure == "storm":
         finished = db.run_finished_at(chaos.db, fault.job_id)
         return None if finished is None else finished - fault.at
@@ -150,24 +150,26 @@ def _redis(chaos: Chaos) -> redis.Redis:
 
 
 def inject_engine_kill(chaos: Chaos) -> Fault:
-    """SIGKILL one of the two engines (chosen by the seed).
+    """SIGKILL an engine, in the middle of a batch when one is caught in time.
 
     Messages it had taken but not acknowledged sit in its processing list
-    (``common/messaging/reliable.py``): when it held any, recovery is the time until
-    they are back in the queue; else the first state change after the restart.
+    (``common/messaging/reliable.py``) until another engine puts them back. Recovery is
+    the time, after the restart, until each such message's run or task has moved on (a
+    heartbeat changes nothing and is left out); with none, the first state change.
     """
     name = _engine_mid_batch(chaos) or chaos.rng.choice(["engine-1", "engine-2"])
     key = _processing_key(chaos, name)
     at, back = chaos.supervisor.kill(name)
     try:
-        taken = [_describe_message(raw) for raw in _redis(chaos).lrange(key, 0, -1)]
+        raw = _redis(chaos).lrange(key, 0, -1)
     except redis.RedisError:
-        taken = []
-    detail = (f"{name} SIGKILLed holding {len(taken)} taken messages, restarted after "
-              f"{back - at:.1f} s")
+        raw = []
+    taken = [t for t in map(_taken, raw) if t is not None]
+    detail = (f"{name} SIGKILLed holding {len(raw)} taken messages ({len(taken)} not "
+              f"heartbeats), restarted after {back - at:.1f} s")
     if taken:
-        return Fault("engine-kill", at, back, COMPONENT_TARGET_S, "held", detail, held_key=key,
-                     notes=[f"taken by {name}: {m}" for m in taken])
+        return Fault("engine-kill", at, back, COMPONENT_TARGET_S, "held", detail, taken=taken,
+                     notes=[f"taken by {name}: {t.describe()}" for t in taken])
     return Fault("engine-kill", at, back, COMPONENT_TARGET_S, "change", detail)
 
 
@@ -176,30 +178,45 @@ def _processing_key(chaos: Chaos, engine: str) -> str:
     return f"stellwerk:processing:engine:{socket.gethostname()}:{chaos.supervisor.pid(engine)}"
 
 
-def _engine_mid_batch(chaos: Chaos, wait_s: float = 5.0) -> str | None:
-    """An engine caught holding taken messages (in the middle of a batch), if any is
-    within ``wait_s``: polled every few milliseconds, so the kill strikes mid-batch."""
+def _engine_mid_batch(chaos: Chaos) -> str | None:
+    """An engine caught holding taken messages (in the middle of a batch), polled every
+    few milliseconds so that the kill strikes mid-batch.
+
+    First it waits for a message whose loss would hold a run up (a finished result, an
+    activation), then for any message; None when no engine was caught.
+    """
     client = _redis(chaos)
     keys = {name: _processing_key(chaos, name) for name in ("engine-1", "engine-2")}
-    deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        for name, key in keys.items():
-            with contextlib.suppress(redis.RedisError):
-                if client.llen(key):
-                    return name
-        time.sleep(0.002)
+    for wait_s, decisive in ((6.0, True), (3.0, False)):
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            for name, key in keys.items():
+                with contextlib.suppress(redis.RedisError):
+                    raw = client.lrange(key, 0, -1)
+                    if raw and (not decisive or any(_decisive(r) for r in raw)):
+                        return name
+            time.sleep(0.002)
     return None
 
 
-def _describe_message(raw: bytes | str) -> str:
-    """What an engine message is about: its task name, run, task and attempt."""
+def _decisive(raw: bytes | str) -> bool:
+    """A message that moves a run on by itself: not a started report or a heartbeat."""
+    taken = _taken(raw)
+    return taken is not None and taken.kind != "started"
+
+
+def _taken(raw: bytes | str) -> db.Taken | None:
+    """The run (and task run) an engine message is about; None for a heartbeat."""
     try:
         received = open_envelope(raw)
     except ValueError:
-        return "an undecodable message"
+        return None
     body = received.payload if isinstance(received.payload, dict) else {}
-    what = " ".join(str(body[k]) for k in ("kind", "signal", "task", "attempt") if body.get(k))
-    return f"{received.task_name} run {body.get('run_id')} {what}".strip()
+    kind = str(body.get("kind") or body.get("signal") or "")
+    if kind == "heartbeat" or not body.get("run_id"):
+        return None
+    return db.Taken(str(received.task_name), kind, str(body["run_id"]),
+                    body.get("task_run_id"), body.get("task"), body.get("attempt"))
 
 
 def inject_beat_kill(chaos: Chaos) -> Fault:
