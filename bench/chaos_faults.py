@@ -15,7 +15,7 @@ import signal
 import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 import psycopg
@@ -164,7 +164,7 @@ def inject_engine_kill(chaos: Chaos) -> Fault:
         raw = _redis(chaos).lrange(key, 0, -1)
     except redis.RedisError:
         raw = []
-    taken = [t for t in map(_taken, raw) if t is not None]
+    taken = [_named(chaos, t) for t in map(_taken, raw) if t is not None]
     detail = (f"{name} SIGKILLed holding {len(raw)} taken messages ({len(taken)} not "
               f"heartbeats), restarted after {back - at:.1f} s")
     if taken:
@@ -197,6 +197,15 @@ def _engine_mid_batch(chaos: Chaos) -> str | None:
                         return name
             time.sleep(0.002)
     return None
+
+
+def _named(chaos: Chaos, taken: db.Taken) -> db.Taken:
+    """``taken`` with its task's name (a result names only the task run)."""
+    if taken.task or not taken.task_run_id:
+        return taken
+    rows = db.query(chaos.db, "SELECT name FROM task_runs WHERE id::text = %s",
+                    (taken.task_run_id,))
+    return replace(taken, task=rows[0][0]) if rows else taken
 
 
 def _decisive(raw: bytes | str) -> bool:
