@@ -66,9 +66,13 @@ def sleeper(name: str, seconds: float, **extra: Any) -> dict[str, Any]:
 
 
 def canary_job(name: str) -> dict[str, Any]:
+    """A split into three tasks of one type; each takes a second, so that the run is
+    still ACTIVE when the confirm's answer is read (with no-ops, a fast engine and worker
+    sometimes finished the run before the API read it back)."""
+    pause = [sys.executable, "-c", "import time; time.sleep(1)"]
     return {"name": name, "canary": True, "tasks": [
         sleeper("start", 0, next=["x1", "x2", "x3"]),
-        *({"name": f"x{i}", "type": "noop"} for i in (1, 2, 3)),
+        *({"name": f"x{i}", "type": "shell", "params": {"argv": pause}} for i in (1, 2, 3)),
     ]}
 
 
