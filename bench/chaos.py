@@ -15,6 +15,7 @@ a system that does not start; everything it started is stopped either way.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import resource
@@ -26,7 +27,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -299,6 +300,16 @@ class Suite:
                         self.faults, windows, self.procs.seen_until)
         return check_all(seen)
 
+    def save_report(self, checks: list[Check]) -> None:
+        """``report.json`` in the scratch directory: every check and fault, all evidence."""
+        report = {"plan": {"faults": self.plan.faults, "sizes": asdict(self.plan.sizes),
+                           "seed": self.plan.seed, "checkout": str(self.plan.checkout)},
+                  "checks": [asdict(c) for c in checks],
+                  "faults": [asdict(f) for f in self.faults],
+                  "exits": [asdict(e) for e in self.supervisor.exits] if self.supervisor else [],
+                  "busy": self.busy}
+        (self.workdir / "report.json").write_text(json.dumps(report, indent=1, default=str))
+
     def stop(self) -> None:
         """Stop everything this run started; safe after a failed start, and each step
         runs even when one before it failed (the servers are stopped last)."""
@@ -405,6 +416,7 @@ def run(plan: Plan) -> int:
         suite.quiesce()
         checks = suite.check()
         failed = not all(c.ok for c in checks)
+        suite.save_report(checks)
         print(render(checks), flush=True)
         for line in recovery_summary(suite.faults):
             print(line)
