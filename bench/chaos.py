@@ -79,6 +79,7 @@ WORKER_CONCURRENCY = "8"
 BURST_LEAD_S = 1.5  # from the wide job's submission to the fault
 LONG_TASKS = 4  # tasks of the wide job before a worker kill that outlast the requeue
 LONG_TASK_PAST_LEASE_S = 10.0
+DISABLE_TIMEOUT_S = 60.0
 NOTES_SHOWN = 3  # evidence lines printed with a fault's progress line
 
 
@@ -279,8 +280,8 @@ class Suite:
         """Stop the load and the crons; wait until every run ended and deliveries stop."""
         assert self.load is not None and self.api is not None
         self.load.stop()
-        for job_id in self.crons:
-            wait_until(partial(_disabled, self.api, job_id), 30.0, poll_s=1.0)
+        enabled = set(self.crons)
+        wait_until(partial(_disable_all, self.api, enabled), DISABLE_TIMEOUT_S, poll_s=1.0)
         self.disabled = datetime.now(UTC)
         say(f"load stopped ({self.load.submitted} DAG jobs, {len(self.load.refused)} "
             "submissions refused); waiting for every run to end")
@@ -360,12 +361,15 @@ def _all_delivered(url: str, receiver: WebhookReceiver) -> bool:
     return undelivered(record, receiver.snapshot()) == 0
 
 
-def _disabled(api: Api | None, job_id: str) -> bool:
+def _disable_all(api: Api | None, enabled: set[str]) -> bool:
+    """Disable the cron jobs still in ``enabled`` (removing them); True when none is left."""
     assert api is not None
-    try:
-        api.disable_job(job_id)
-    except httpx.HTTPError:
-        return False
+    for job_id in list(enabled):
+        try:
+            api.disable_job(job_id)
+        except httpx.HTTPError:
+            return False
+        enabled.discard(job_id)
     return True
 
 
