@@ -1,8 +1,9 @@
-"""The API under test: one app per session on the session's PostgreSQL and Redis.
+"""The API under test: one app per session on a PostgreSQL and a Redis database of its own.
 
 The app publishes to a Redis database of its own, claimed like the session's (an empty
-index marked with SET NX), so that the activations it sends are neither consumed nor
-counted by other tests, and theirs not by these.
+index marked with SET NX), and writes to a database of its own, so that the activations
+and notify events it records are neither consumed nor counted by other tests (the e2e
+system's engine and notify runner work on the session's), and theirs not by these.
 """
 
 from __future__ import annotations
@@ -24,21 +25,26 @@ from sqlalchemy.orm import Session, sessionmaker
 from common.config import Settings
 from common.messaging.messages import Activation
 from common.persistence.db import make_engine, make_sessions
+from common.persistence.migrate import upgrade
 from common.persistence.models import Job, NotifyEvents
 from scheduler.api.app import create_app
 from scheduler.engine.batch import BatchApplier
 from scheduler.engine.incoming import Incoming
-from tests.conftest import claim_redis_db
+from tests.conftest import claim_redis_db, scratch_database
 
 TOKEN = "test-admin"  # the admin token of the ``settings`` fixture
 FROZEN_AT = datetime(2030, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 
 @pytest.fixture(scope="session")
-def api_settings(settings: Settings, redis_url: str) -> Iterator[Settings]:
-    """The session's settings on a Redis database of the API tests' own."""
+def api_settings(
+    settings: Settings, server_urls: tuple[str, str], redis_url: str,
+) -> Iterator[Settings]:
+    """The session's settings on a database and a Redis database of the API tests' own."""
     url = claim_redis_db(redis_url)
-    yield settings.model_copy(update={"redis_url": url})
+    with scratch_database(server_urls[0]) as database_url:
+        upgrade(database_url)
+        yield settings.model_copy(update={"redis_url": url, "database_url": database_url})
     with contextlib.closing(redis.Redis.from_url(url)) as client:
         client.flushdb()
 
@@ -106,9 +112,9 @@ def auth_headers() -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def db_engine(database_url: str) -> Iterator[Engine]:
+def db_engine(api_settings: Settings) -> Iterator[Engine]:
     """A separate engine for checking what the API wrote."""
-    engine = make_engine(database_url)
+    engine = make_engine(api_settings.require_urls()[0])
     yield engine
     engine.dispose()
 
