@@ -182,21 +182,27 @@ def _engine_mid_batch(chaos: Chaos) -> str | None:
     """An engine caught holding taken messages (in the middle of a batch), polled every
     few milliseconds so that the kill strikes mid-batch.
 
-    First it waits for a message whose loss would hold a run up (a finished result, an
-    activation), then for any message; None when no engine was caught.
+    It waits first for the hardest case, a worker's ``finished`` report (nothing else
+    brings its task on), then for any message but a heartbeat; None when no engine was
+    caught.
     """
     client = _redis(chaos)
     keys = {name: _processing_key(chaos, name) for name in ("engine-1", "engine-2")}
-    for wait_s, decisive in ((6.0, True), (3.0, False)):
+    for wait_s, wanted in ((6.0, {"finished"}), (3.0, None)):
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             for name, key in keys.items():
                 with contextlib.suppress(redis.RedisError):
-                    raw = client.lrange(key, 0, -1)
-                    if raw and (not decisive or any(_decisive(r) for r in raw)):
+                    if any(_wanted(r, wanted) for r in client.lrange(key, 0, -1)):
                         return name
             time.sleep(0.002)
     return None
+
+
+def _wanted(raw: bytes | str, kinds: set[str] | None) -> bool:
+    """Whether a taken message is of one of ``kinds`` (None: any but a heartbeat)."""
+    taken = _taken(raw)
+    return taken is not None and (kinds is None or taken.kind in kinds)
 
 
 def _named(chaos: Chaos, taken: db.Taken) -> db.Taken:
@@ -206,12 +212,6 @@ def _named(chaos: Chaos, taken: db.Taken) -> db.Taken:
     rows = db.query(chaos.db, "SELECT name FROM task_runs WHERE id::text = %s",
                     (taken.task_run_id,))
     return replace(taken, task=rows[0][0]) if rows else taken
-
-
-def _decisive(raw: bytes | str) -> bool:
-    """A message that moves a run on by itself: not a started report or a heartbeat."""
-    taken = _taken(raw)
-    return taken is not None and taken.kind != "started"
 
 
 def _taken(raw: bytes | str) -> db.Taken | None:
