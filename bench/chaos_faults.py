@@ -60,7 +60,7 @@ class Fault:
     at: float
     back: float
     target_s: float | None
-    measure: str  # requeue | change | webhook | storm
+    measure: str  # requeue | held | change | webhook | storm (MEASURES in chaos_checks)
     detail: str = ""
     held: list[db.Attempt] = field(default_factory=list)
     job_id: str = ""
@@ -119,7 +119,7 @@ def inject_worker_kill(chaos: Chaos) -> Fault:
     """SIGKILL the busiest worker; its ACTIVE attempts must be requeued."""
     name, held = _busiest_worker(chaos)
     at, back = chaos.supervisor.kill(name)
-    return Fault("worker-kill", at, back, WORKER_TARGET_S, "requeue",
+    return Fault("worker-kill", at, back, WORKER_TARGET_S, "requeue" if held else "change",
                  f"{name} held {len(held)} ACTIVE attempts", held)
 
 
@@ -131,7 +131,7 @@ def inject_worker_stop(chaos: Chaos) -> Fault:
     at = chaos.supervisor.signal(name, signal.SIGSTOP)
     time.sleep(stopped_s)
     back = chaos.supervisor.signal(name, signal.SIGCONT)
-    return Fault("worker-stop", at, back, WORKER_TARGET_S, "requeue",
+    return Fault("worker-stop", at, back, WORKER_TARGET_S, "requeue" if held else "change",
                  f"{name} stopped {stopped_s:.0f} s holding {len(held)} ACTIVE attempts", held)
 
 
@@ -161,7 +161,8 @@ def inject_engine_kill(chaos: Chaos) -> Fault:
     key = _processing_key(chaos, name)
     at, back = chaos.supervisor.kill(name)
     try:
-        raw = _redis(chaos).lrange(key, 0, -1)
+        with _redis(chaos) as client:
+            raw = client.lrange(key, 0, -1)
     except redis.RedisError:
         raw = []
     taken = [_named(chaos, t) for t in map(_taken, raw) if t is not None]
@@ -186,16 +187,16 @@ def _engine_mid_batch(chaos: Chaos) -> str | None:
     brings its task on), then for any message but a heartbeat; None when no engine was
     caught.
     """
-    client = _redis(chaos)
     keys = {name: _processing_key(chaos, name) for name in ("engine-1", "engine-2")}
-    for wait_s, wanted in ((6.0, {"finished"}), (3.0, None)):
-        deadline = time.monotonic() + wait_s
-        while time.monotonic() < deadline:
-            for name, key in keys.items():
-                with contextlib.suppress(redis.RedisError):
-                    if any(_wanted(r, wanted) for r in client.lrange(key, 0, -1)):
-                        return name
-            time.sleep(0.002)
+    with _redis(chaos) as client:
+        for wait_s, wanted in ((6.0, {"finished"}), (3.0, None)):
+            deadline = time.monotonic() + wait_s
+            while time.monotonic() < deadline:
+                for name, key in keys.items():
+                    with contextlib.suppress(redis.RedisError):
+                        if any(_wanted(r, wanted) for r in client.lrange(key, 0, -1)):
+                            return name
+                time.sleep(0.002)
     return None
 
 
