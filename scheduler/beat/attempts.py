@@ -8,11 +8,11 @@ TTL ``LIVENESS_TTL``), and the claim key of an attempt names its claimant
   for ``lease_ttl``) is requeued as the next attempt only if its worker's liveness key
   is gone. A lease also passes when the worker is fine but its heartbeats cannot reach
   the engine (Redis or PostgreSQL away for a while, an engine backlog); requeueing then
-  ran the attempt twice. A live worker's lease is renewed instead.
+  ran the attempt twice. A live worker's attempt is looked at again a second later.
 - :class:`LostClaims`: a READY attempt (a worker reports ``started`` only after 0.2 s,
   and the attempts of a bundle chunk are claimed together and wait their turn) claimed
   by a worker that is not live is lost and requeued; one claimed by a live worker is
-  about to start, checked again a lease later; one nobody claimed still waits in its
+  about to start, checked again a second later; one nobody claimed still waits in its
   queue (maybe with no worker at all), checked again later, less often.
 
 Neither judges a worker dead while the Redis epoch (``common.messaging.epoch``) is
@@ -40,6 +40,11 @@ from scheduler.beat.duties import BATCH, _activation
 # An attempt nobody has claimed waits in its queue; checking it at every lease would
 # cost a row update per waiting attempt per lease under a large backlog.
 UNCLAIMED_RECHECK_LEASES = 4
+# An attempt of a live worker whose lease passed, or that it claimed and has not begun,
+# is looked at again this soon: its worker may die any moment, and is then caught
+# within this of its liveness key's expiry (judging again a lease later cost up to a
+# whole lease more: dead workers' attempts requeued after 12 s instead of 6).
+RECHECK_LIVE = timedelta(seconds=1)
 
 
 class ExpiredLeases:
@@ -54,7 +59,7 @@ class ExpiredLeases:
         self._epoch_age = epoch_age
 
     def __call__(self, session: Session, now: datetime) -> list[int]:
-        """Renew the leases of live workers' attempts; signal the others.
+        """Look again soon at live workers' attempts; signal the others.
 
         A signalled lease is renewed too: if the signal is lost (Redis restarted empty)
         it goes again a lease later, and the engine ignores it once the attempt moved on.
@@ -69,10 +74,12 @@ class ExpiredLeases:
             _set(session, TaskRun.lease_expires_at, [r.id for r in rows], now + young)
             return []
         live = self._claims.live({row.worker for row in rows if row.worker})
-        _set(session, TaskRun.lease_expires_at, [r.id for r in rows], now + self._lease_ttl)
+        lost = [row for row in rows if row.worker not in live]
+        _set(session, TaskRun.lease_expires_at, [r.id for r in rows if r.worker in live],
+             now + RECHECK_LIVE)
+        _set(session, TaskRun.lease_expires_at, [r.id for r in lost], now + self._lease_ttl)
         return enqueue(session, [
-            _activation(row.run_id, "lease_expired", row.name, row.attempt)
-            for row in rows if row.worker not in live
+            _activation(row.run_id, "lease_expired", row.name, row.attempt) for row in lost
         ])
 
 
@@ -110,7 +117,7 @@ class LostClaims:
                 held.append(row.id)
             else:
                 lost.append(row)
-        _set(session, TaskRun.claim_check_at, held, now + self._lease_ttl)
+        _set(session, TaskRun.claim_check_at, held, now + RECHECK_LIVE)
         _set(session, TaskRun.claim_check_at, waiting,
              now + self._lease_ttl * UNCLAIMED_RECHECK_LEASES)
         _set(session, TaskRun.claim_check_at, [row.id for row in lost], None)

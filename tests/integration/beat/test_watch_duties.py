@@ -28,7 +28,12 @@ from common.persistence.models import JournalEntry, OutboxMessage, Run, TaskRun
 from common.persistence.notify_events import recorded_here
 from common.persistence.outbox import OutboxRelay
 from scheduler.beat import duties, lateness, suspension
-from scheduler.beat.attempts import UNCLAIMED_RECHECK_LEASES, ExpiredLeases, LostClaims
+from scheduler.beat.attempts import (
+    RECHECK_LIVE,
+    UNCLAIMED_RECHECK_LEASES,
+    ExpiredLeases,
+    LostClaims,
+)
 from scheduler.engine import repair
 from scheduler.engine.batch import BatchApplier
 from scheduler.engine.incoming import Incoming
@@ -105,7 +110,7 @@ def test_a_ready_attempt_claimed_by_a_dead_worker_is_requeued_and_no_other(
     after = tasks(sessions, run_id)
     assert (after["dead"].state, after["dead"].attempt) == ("READY", 2)
     assert after["dead"].claim_check_at is not None  # the new attempt is watched too
-    assert (after["live"].attempt, after["live"].claim_check_at) == (1, now + LEASE)
+    assert (after["live"].attempt, after["live"].claim_check_at) == (1, now + RECHECK_LIVE)
     assert (after["queued"].attempt, after["queued"].claim_check_at) == (
         1, now + LEASE * UNCLAIMED_RECHECK_LEASES)
 
@@ -137,7 +142,8 @@ def test_an_expired_lease_requeues_only_the_attempt_of_a_dead_worker(
     assert [(s["signal"], s["task"], s["attempt"]) for s in sent] == [("lease_expired", "dead", 1)]
     renewed = tasks(sessions, run_id)
     assert {name: t.lease_expires_at for name, t in renewed.items()} == {
-        "dead": now + LEASE, "live": now + LEASE}  # the signal goes again if it is lost
+        "dead": now + LEASE,  # the signal goes again if it is lost
+        "live": now + RECHECK_LIVE}  # the worker may die any moment
     apply(engine, sent)
     after = tasks(sessions, run_id)
     assert {name: (t.state, t.attempt) for name, t in after.items()} == {
