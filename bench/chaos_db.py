@@ -104,6 +104,7 @@ class Taken:
     task_run_id: str | None
     task: str | None
     attempt: int | None
+    message_id: str = ""
 
     def describe(self) -> str:
         """One line for the evidence."""
@@ -113,9 +114,17 @@ class Taken:
 
 def applied_after(url: str, taken: Sequence[Taken], moment: float) -> float | None:
     """When the last of ``taken`` had its run or task moved on after ``moment``: its
-    task's (or, for a run's message, the run's) first state change after it."""
+    task's (or, for a run's message, the run's) first state change after it.
+
+    A message whose batch the engine committed before it was killed (taken, applied,
+    not yet acknowledged) was applied by ``moment``: its effects are recorded already,
+    and its second delivery changes nothing, so there is no later change to wait for.
+    """
     last = 0.0
     for message in taken:
+        if _committed_by(url, message.message_id, moment):
+            last = max(last, moment)
+            continue
         if message.task_run_id or message.task:
             rows = query(url, "SELECT min(j.at) FROM journal j JOIN task_runs t ON "
                               "t.run_id = j.run_id AND t.name = j.task WHERE j.run_id = %s "
@@ -129,6 +138,15 @@ def applied_after(url: str, taken: Sequence[Taken], moment: float) -> float | No
             return None
         last = max(last, at)
     return last
+
+
+def _committed_by(url: str, message_id: str, moment: float) -> bool:
+    """Whether the message's effects were committed (its id consumed) by ``moment``."""
+    if not message_id:
+        return False
+    rows = query(url, "SELECT 1 FROM consumed_messages WHERE message_id::text = %s "
+                      "AND at <= to_timestamp(%s)", (message_id, moment))
+    return bool(rows)
 
 
 def run_finished_at(url: str, job_id: str) -> float | None:

@@ -226,7 +226,8 @@ def _taken(raw: bytes | str) -> db.Taken | None:
     if kind == "heartbeat" or not body.get("run_id"):
         return None
     return db.Taken(str(received.task_name), kind, str(body["run_id"]),
-                    body.get("task_run_id"), body.get("task"), body.get("attempt"))
+                    body.get("task_run_id"), body.get("task"), body.get("attempt"),
+                    str(body.get("message_id") or ""))
 
 
 def inject_beat_kill(chaos: Chaos) -> Fault:
