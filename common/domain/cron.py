@@ -1,42 +1,43 @@
-"""Cron fire times in an IANA zone, with classic-cron DST behaviour (SPEC §2).
+"""Cron fire times in an IANA zone, exactly as classic (Vixie/ISC) cron (SPEC §2, issue 14).
 
-croniter walks local wall times; this module decides which instant each wall time
-fires at, because croniter alone gets autumn wrong (it fires ``30 2 * * *`` twice on
-a night whose 02:30 occurs twice). The rules, as Vixie cron has them:
+The syntax and the sets of allowed values come from :mod:`common.domain.cron_syntax`;
+this module walks local wall times that match and decides which instant each fires at.
+It owns the matching rather than using croniter, which widens equal ranges to ``*``
+(``0 3-3 * * *`` fired hourly) and ORs ``*/2`` with a day-of-week (issue 14).
 
-* A *fixed-time* expression (its hour field names hours: ``30 2 * * *``) fires a wall
-  time that occurs twice once, at its first occurrence, and a wall time skipped by a
-  spring-forward right after the gap (``30 2 * * *`` in Europe/Berlin on 2027-03-28
-  fires at 03:00 CEST). Several skipped wall times make one fire.
-* An expression whose hour field is ``*`` or a step (``*/15 * * * *``, ``0 */2 * * *``)
-  follows real time: it fires at every instant whose local wall time matches, so an
-  hourly job fires every hour, also twice through a repeated hour and not in a gap.
+* A day matches when both day fields do if either field starts with ``*``, else when
+  either does (Vixie's DOM_STAR/DOW_STAR): ``0 0 */2 * 1`` fires on odd-day Mondays.
+* A *wild* job (its minute or hour field starts with ``*``) follows real time: it
+  fires at every instant whose local wall time matches, twice through a repeated hour
+  and never in a spring-forward gap.
+* Any other job fires a wall time that occurs twice once, at its first occurrence, and
+  a wall time skipped by a spring-forward right after the gap (``30 2 * * *`` in
+  Europe/Berlin on 2027-03-28 fires at 03:00 CEST); several skipped wall times of one
+  gap make one fire.
 
-Pure: no I/O; croniter and zoneinfo only compute.
+Pure: no I/O; zoneinfo only computes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, time, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import CroniterBadDateError, croniter
+from common.domain.cron_syntax import CronError, CronFields, parse_fields
+
+__all__ = ["CronError", "CronSchedule"]
 
 SECOND = timedelta(seconds=1)
+MINUTE = timedelta(minutes=1)
+DAY = timedelta(days=1)
 # Offset changes are scanned in steps of this size; two changes of one zone are never
 # closer than this (the closest in the tz database are weeks apart).
 TRANSITION_SCAN_STEP = timedelta(hours=12)
-MACROS = {
-    "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
-    "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *",
-    "@hourly": "0 * * * *",
-}
-
-
-class CronError(ValueError):
-    """A cron expression or time zone that cannot be scheduled; the message says why."""
+# Weekdays and leap days repeat within 28 years (1901-2099), so a day that matches at
+# all matches within this span of any start.
+MATCH_HORIZON = timedelta(days=29 * 366)
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class CronSchedule:
     expression: str
     zone: ZoneInfo
     follows_real_time: bool
+    fields: CronFields = field(compare=False, repr=False)
 
     @classmethod
     def parse(cls, expression: str, timezone: str) -> CronSchedule:
@@ -54,16 +56,10 @@ class CronSchedule:
             zone = ZoneInfo(timezone)
         except (ZoneInfoNotFoundError, ValueError) as error:
             raise CronError(f"unknown time zone {timezone!r}") from error
-        text = MACROS.get(expression.strip().lower(), expression.strip())
-        fields = text.split()
-        if len(fields) != 5 or not croniter.is_valid(text):
-            raise CronError(f"{expression!r} is not a five-field cron expression")
-        try:
-            croniter(text, datetime(2000, 1, 1, tzinfo=UTC)).get_next(datetime)
-        except CroniterBadDateError as error:
-            raise CronError(f"{expression!r} never fires") from error
-        hours = fields[1]
-        return cls(" ".join(fields), zone, "*" in hours or "/" in hours)
+        fields = parse_fields(expression)
+        if _next_day(fields, date(2000, 1, 1), date(2000, 1, 1) + MATCH_HORIZON) is None:
+            raise CronError(f"{expression.strip()!r} never fires (no such day)")
+        return cls(fields.text, zone, fields.wild, fields)
 
     def next_after(self, after: datetime) -> datetime:
         """The first fire strictly after ``after`` (aware), in UTC."""
@@ -88,11 +84,15 @@ class CronSchedule:
 
     def _at_or_after(self, start: datetime) -> datetime:
         """The first fire at or after ``start`` (UTC, whole seconds)."""
-        walls = croniter(self.expression, _wall(start, self.zone) - SECOND)
-        while True:
-            instant = self._instant(walls.get_next(datetime), start)
+        # From the wall time just before ``start``, so a start right at the end of a
+        # gap still sees the gap's skipped wall times (they fire at that instant).
+        begin = min(_wall(start, self.zone), _wall(start - SECOND, self.zone) + SECOND)
+        instant = None
+        for wall in _walls_from(self.fields, _ceil_minute(begin)):
+            instant = self._instant(wall, start)
             if instant is not None:
                 break
+        assert instant is not None  # parse refused expressions that never match
         if self.follows_real_time:
             # Between start and that fire the clock may turn back and repeat wall
             # times that match again; the earliest of those fires first.
@@ -112,6 +112,50 @@ class CronSchedule:
             return gap_end if gap_end >= start else None
         candidates = [first, second] if self.follows_real_time else [first]
         return min((c for c in candidates if c >= start), default=None)
+
+
+def _walls_from(fields: CronFields, begin: datetime) -> Iterator[datetime]:
+    """Matching naive wall times at or after ``begin`` (whole minute), increasing.
+
+    Day, then hour, then minute: a yearly job costs a few steps, not a year of minutes.
+    """
+    day: date | None = begin.date()
+    floor = (begin.hour, begin.minute)
+    while day is not None:
+        if _day_matches(fields, day):
+            for hour in fields.hours:
+                for minute in fields.minutes:
+                    if (hour, minute) >= floor:
+                        yield datetime.combine(day, time(hour, minute))
+        floor = (0, 0)
+        day = _next_day(fields, day + DAY, day + MATCH_HORIZON)
+
+
+def _day_matches(fields: CronFields, day: date) -> bool:
+    """Vixie's rule: AND the day fields if either starts with ``*``, else OR them."""
+    in_month = day.day in fields.days
+    in_week = (day.weekday() + 1) % 7 in fields.weekdays
+    if fields.dom_star or fields.dow_star:
+        return in_month and in_week
+    return in_month or in_week
+
+
+def _next_day(fields: CronFields, day: date, until: date) -> date | None:
+    """The first matching day in ``[day, until)``, skipping months that do not match."""
+    while day < until:
+        if day.month not in fields.months:
+            day = date(day.year + day.month // 12, day.month % 12 + 1, 1)
+        elif _day_matches(fields, day):
+            return day
+        else:
+            day += DAY
+    return None
+
+
+def _ceil_minute(wall: datetime) -> datetime:
+    """The whole minute at or after ``wall``."""
+    floor = wall.replace(second=0, microsecond=0)
+    return floor if floor == wall else floor + MINUTE
 
 
 def _wall(instant: datetime, zone: ZoneInfo) -> datetime:
