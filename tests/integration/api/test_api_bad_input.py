@@ -81,7 +81,10 @@ CASES = [
     Bad("task params not an object", 422, ["tasks[0].params (task 'a')"],
         _tasks(_noop("a", params=3))),
     Bad("tenant longer than its column", 422, ["tenant", "200"], {"tenant": "t" * 201}),
-    Bad("bad cron", 422, ["schedule.cron", "61 25"], {"schedule": {"cron": "61 25 * * *"}}),
+    Bad("bad cron", 422, ["schedule.cron", "minute field: 61 is out of range 0-59"],
+        {"schedule": {"cron": "61 25 * * *"}}),
+    Bad("cron extension", 422, ["schedule.cron", "day-of-month field", "L"],
+        {"schedule": {"cron": "0 0 L * *"}}),
     # Values PostgreSQL cannot store.
     Bad("NUL in a name", 422, ["name", "NUL"], {"name": "a\x00b"}),
     Bad("NUL deep in params", 422, ["tasks[0].params.x[1] (task 'a')", "NUL"],
