@@ -35,7 +35,8 @@ BAD_BODIES: list[tuple[str, dict[str, Any], list[str]]] = [
     ("task params not an object", _tasks({"name": "a", "type": "noop", "params": 3}),
      ["tasks[0].params"]),
     ("unknown field", {"colour": "red"}, ["colour"]),
-    ("bad cron", {"schedule": {"cron": "61 25 * * *"}}, ["schedule.cron", "61 25"]),
+    ("bad cron", {"schedule": {"cron": "61 25 * * *"}},
+     ["schedule.cron", "minute field: 61 is out of range 0-59"]),
     ("bad zone", {"schedule": {"cron": "0 10 * * *", "timezone": "Mars/Olympus"}},
      ["schedule.timezone", "Mars/Olympus"]),
 ]
