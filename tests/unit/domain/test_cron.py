@@ -258,7 +258,7 @@ MONTHS = st.sampled_from([("*", frozenset(range(1, 13))), ("1-12", frozenset(ran
 EXPRESSIONS: st.SearchStrategy[Classic] = st.tuples(
     _field(0, 59), _field(0, 23), _field(1, 31), MONTHS, _field(0, 7).map(_sunday_as_zero),
 ).map(lambda fs: Classic(" ".join(f[0] for f in fs), tuple(f[1] for f in fs)))
-ZONES = [BERLIN, NEW_YORK, "Australia/Lord_Howe", "America/Santiago"]
+ZONES = [BERLIN, NEW_YORK, "Australia/Lord_Howe", "America/Santiago", "Pacific/Chatham"]
 
 
 @cache
