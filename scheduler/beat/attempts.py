@@ -33,9 +33,10 @@ from sqlalchemy.orm import Session
 
 from common.messaging.claims import ClaimHolders
 from common.messaging.liveness import LIVENESS_TTL
+from common.messaging.signals import activation
 from common.persistence.models import TaskRun
 from common.persistence.outbox import enqueue
-from scheduler.beat.duties import BATCH, _activation
+from scheduler.beat.duties import BATCH
 
 # An attempt nobody has claimed waits in its queue; checking it at every lease would
 # cost a row update per waiting attempt per lease under a large backlog.
@@ -79,7 +80,7 @@ class ExpiredLeases:
              now + RECHECK_LIVE)
         _set(session, TaskRun.lease_expires_at, [r.id for r in lost], now + self._lease_ttl)
         return enqueue(session, [
-            _activation(row.run_id, "lease_expired", row.name, row.attempt) for row in lost
+            activation(row.run_id, "lease_expired", row.name, row.attempt) for row in lost
         ])
 
 
@@ -122,7 +123,7 @@ class LostClaims:
              now + self._lease_ttl * UNCLAIMED_RECHECK_LEASES)
         _set(session, TaskRun.claim_check_at, [row.id for row in lost], None)
         return enqueue(session, [
-            _activation(row.run_id, "lease_expired", row.name, row.attempt) for row in lost
+            activation(row.run_id, "lease_expired", row.name, row.attempt) for row in lost
         ])
 
 

@@ -34,8 +34,8 @@ from common.domain.fire_policy import (
     plan_overlap,
 )
 from common.domain.states import RUN_UNFINISHED, RunState
-from common.messaging.messages import ACTIVATE_TASK, ACTIVATION_QUEUE, Activation, Event
-from common.messaging.publisher import Outgoing
+from common.messaging.messages import Event
+from common.messaging.signals import activation
 from common.persistence.db import driver
 from common.persistence.models import Fire, Job, Run
 from common.persistence.notify_events import record_events
@@ -255,7 +255,7 @@ class _JobFiring:
     def _cancel_unfinished(self) -> None:
         """Ask the engine to cancel the job's unfinished runs (not those already canceling)."""
         runs = [i for i, s in (self.unfinished or {}).items() if s != RunState.CANCEL_REQUESTED]
-        messages = [_cancel(run_id) for run_id in runs]
+        messages = [activation(run_id, "cancel") for run_id in runs]
         self.outbox_ids += enqueue(self.session, messages)
         for run_id in runs:
             (self.unfinished or {})[run_id] = RunState.CANCEL_REQUESTED
@@ -329,9 +329,3 @@ def _skipped_event(job: Job, now: datetime, fire_at: datetime, reason: str) -> E
         event="run.skipped", at=now, job_id=job.id, job_name=job.name, job_type=job.type,
         application=job.application, tenant=job.tenant, reason=reason, scheduled_for=fire_at,
     )
-
-
-def _cancel(run_id: UUID) -> Outgoing:
-    message = Activation(run_id=run_id, signal="cancel")
-    return Outgoing(ACTIVATION_QUEUE, ACTIVATE_TASK, message.model_dump(mode="json"),
-                    str(message.message_id))

@@ -21,7 +21,6 @@ from common.persistence.outbox import enqueue
 BATCH = 1000
 
 
-_activation = activation
 
 
 def start_due_runs(session: Session, now: datetime, horizon: datetime | None = None) -> list[int]:
@@ -39,7 +38,7 @@ def start_due_runs(session: Session, now: datetime, horizon: datetime | None = N
         return []
     session.execute(
         update(Run).where(Run.id.in_([r.id for r in rows])).values(activation_sent_at=now))
-    return enqueue(session, [_activation(r.id, "start") for r in rows],
+    return enqueue(session, [activation(r.id, "start") for r in rows],
                    due_at=[_later(r.scheduled_for, now) for r in rows])
 
 
@@ -79,7 +78,7 @@ def _signal_due_attempts(
         update(TaskRun).where(TaskRun.id == due.c.id).values({due_at: None})
         .returning(TaskRun.run_id, TaskRun.name, TaskRun.attempt, due.c.due)
     ).all()
-    messages = [_activation(r.run_id, signal, r.name, r.attempt) for r in rows]
+    messages = [activation(r.run_id, signal, r.name, r.attempt) for r in rows]
     timed = [_later(r.due, now) for r in rows] if horizon else None
     return enqueue(session, messages, due_at=timed)
 

@@ -18,9 +18,10 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from common.domain.states import RUN_TERMINAL, RunState
+from common.messaging.signals import activation
 from common.persistence.models import Job, Run
 from common.persistence.outbox import enqueue
-from scheduler.beat.duties import BATCH, _activation
+from scheduler.beat.duties import BATCH
 
 DAY = timedelta(days=1)
 PAUSABLE = frozenset({RunState.ACTIVE, RunState.CONFIRM})
@@ -33,7 +34,7 @@ def suspend_due_runs(session: Session, now: datetime) -> list[int]:
     messages = []
     for row in rows:
         if RunState(row.state) in PAUSABLE:
-            messages.append(_activation(row.id, "suspend"))
+            messages.append(activation(row.id, "suspend"))
         resume = _resume_at(row, now) if _auto_resumes(row) else None
         session.execute(update(Run).where(Run.id == row.id).values(
             suspend_due_at=None, resume_due_at=resume,
@@ -47,7 +48,7 @@ def resume_due_runs(session: Session, now: datetime) -> list[int]:
     messages = []
     for row in rows:
         if RunState(row.state) in RESUMABLE:
-            messages.append(_activation(row.id, "auto_resume"))
+            messages.append(activation(row.id, "auto_resume"))
         unfinished = RunState(row.state) not in RUN_TERMINAL
         resumed_at = row.resume_due_at
         session.execute(update(Run).where(Run.id == row.id).values(

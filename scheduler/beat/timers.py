@@ -14,9 +14,10 @@ from datetime import datetime, timedelta
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
+from common.messaging.signals import activation
 from common.persistence.models import Run
 from common.persistence.outbox import enqueue
-from scheduler.beat.duties import BATCH, _activation
+from scheduler.beat.duties import BATCH
 
 
 def fire_run_timers(session: Session, now: datetime, cancel_grace: timedelta) -> list[int]:
@@ -34,7 +35,7 @@ def signal_cancel_grace(session: Session, now: datetime, grace: timedelta) -> li
     if not ids:
         return []
     session.execute(update(Run).where(Run.id.in_(ids)).values(cancel_grace_sent_at=now))
-    return enqueue(session, [_activation(run_id, "cancel_grace_over") for run_id in ids])
+    return enqueue(session, [activation(run_id, "cancel_grace_over") for run_id in ids])
 
 
 def signal_run_timeouts(session: Session, now: datetime) -> list[int]:
@@ -49,4 +50,4 @@ def signal_run_timeouts(session: Session, now: datetime) -> list[int]:
     ids = list(session.scalars(
         update(Run).where(Run.id.in_(due)).values(timeout_at=None).returning(Run.id)
     ))
-    return enqueue(session, [_activation(run_id, "run_timeout") for run_id in ids])
+    return enqueue(session, [activation(run_id, "run_timeout") for run_id in ids])

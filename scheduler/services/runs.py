@@ -16,8 +16,8 @@ from sqlalchemy import func, insert, literal, select
 from sqlalchemy.orm import Session
 
 from common.domain.states import RunState, TaskState
-from common.messaging.messages import ACTIVATE_TASK, ACTIVATION_QUEUE, Activation, Event
-from common.messaging.publisher import Outgoing
+from common.messaging.messages import Event
+from common.messaging.signals import activation
 from common.persistence.models import Job, JournalEntry, Run, Task, TaskRun
 from common.persistence.notify_events import record_events
 from common.persistence.outbox import enqueue
@@ -61,7 +61,7 @@ def create_run(
         to_state=RunState.READY, reason="created", actor=trigger,
     ))
     record_events(session, [scheduled_event(job, run.id, now)])
-    ids = enqueue(session, _activation(run) if due else [])
+    ids = enqueue(session, [activation(run.id, "start")] if due else [])
     return CreatedRun(run, ids)
 
 
@@ -95,10 +95,3 @@ def scheduled_event(job: Job, run_id: UUID, now: datetime) -> Event:
         application=job.application, tenant=job.tenant, run_id=run_id,
         state=RunState.READY, reason="created",
     )
-
-
-def _activation(run: Run) -> list[Outgoing]:
-    """The message that starts a run that is due now."""
-    activation = Activation(run_id=run.id)
-    return [Outgoing(ACTIVATION_QUEUE, ACTIVATE_TASK, activation.model_dump(mode="json"),
-                     str(activation.message_id))]
