@@ -13,6 +13,8 @@ import psycopg
 import redis
 from sqlalchemy import exc as sa_exc
 
+from common.outage import Outage
+
 # SQLSTATE classes and codes that mean the server or the connection went away:
 # 08 connection exception; 57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot
 # connect now (starting up or shutting down).
@@ -29,6 +31,19 @@ def redis_unreachable(error: BaseException) -> bool:
     ``ConnectionError``; a ``ResponseError`` (a bad command) is not, and is a bug.
     """
     return isinstance(error, REDIS_UNREACHABLE)
+
+
+def outage_wait(error: BaseException, redis_down: Outage, database_down: Outage) -> float | None:
+    """Count ``error`` on the tracker of the server it says is unreachable.
+
+    Returns how long to wait before the next try, or None when the error is no outage
+    (a bug, a bad message: the caller handles it as such).
+    """
+    if redis_unreachable(error):
+        return redis_down.failed(error)
+    if database_unreachable(error):
+        return database_down.failed(error)
+    return None
 
 
 def database_unreachable(error: BaseException) -> bool:

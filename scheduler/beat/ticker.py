@@ -27,7 +27,7 @@ from common.messaging.loop_timings import LoopTimings
 from common.outage import Outage
 from common.persistence.models import OutboxMessage
 from common.persistence.outbox import OutboxRelay
-from common.unreachable import database_unreachable, redis_unreachable
+from common.unreachable import database_unreachable, outage_wait
 from scheduler.beat import crons, duties, timers
 from scheduler.beat.handoff import Handoff
 
@@ -150,10 +150,9 @@ class Ticker:
                 # sent as they fall due, not after the relay's grace.
                 self._relay.relay_pending()
         except Exception as error:
-            if redis_unreachable(error):
-                return self.redis.failed(error)
-            if database_unreachable(error):
-                return self.database.failed(error)
+            wait_s = outage_wait(error, self.redis, self.database)
+            if wait_s is not None:
+                return wait_s
             log.exception("beat tick failed")
             return self._interval.total_seconds()
         self.database.succeeded()

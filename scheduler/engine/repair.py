@@ -46,7 +46,7 @@ from common.messaging.signals import activation
 from common.outage import Outage
 from common.persistence.models import Run, TaskRun
 from common.persistence.outbox import OutboxRelay, enqueue
-from common.unreachable import database_unreachable, redis_unreachable
+from common.unreachable import outage_wait
 
 log = logging.getLogger(__name__)
 BATCH = 1000
@@ -167,17 +167,18 @@ class Repair:
         try:
             epoch = current_epoch(self._client)
             redis_down.succeeded()
-            wait_s = (REASSERT_GRACE - epoch.age()).total_seconds()
-            if epoch.name == self._done or wait_s > 0:
-                return min(every_s, wait_s) if epoch.name != self._done else every_s
+            if epoch.name == self._done:
+                return every_s
+            grace_left_s = (REASSERT_GRACE - epoch.age()).total_seconds()
+            if grace_left_s > 0:
+                return min(every_s, grace_left_s)
             self._repair()
         except Exception as error:
-            if redis_unreachable(error):
-                return redis_down.failed(error)
-            if database_unreachable(error):
-                return database_down.failed(error)
+            outage_s = outage_wait(error, redis_down, database_down)
+            if outage_s is not None:
+                return outage_s
             log.exception("repair failed; trying again")
             return every_s
         database_down.succeeded()
         self._done = epoch.name
-        return CHECK_EVERY.total_seconds()
+        return every_s
