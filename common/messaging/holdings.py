@@ -213,12 +213,19 @@ class Holdings:
         logger.info("sent %d outcomes again", len(pending))
 
 
+def is_outcome(kind: object, detached: object) -> bool:
+    """Whether a result ends its attempt here: ``finished``, or handed over (``detached``).
+
+    The worker keeps exactly these until acknowledged, and the engine acknowledges
+    exactly these (``scheduler.engine.batch``): one rule for both sides.
+    """
+    return kind == "finished" or bool(detached)
+
+
 def _is_outcome(message: Outgoing) -> bool:
-    """A result that ends an attempt here: ``finished``, or handed over (``detached``)."""
     payload = message.payload
-    return message.queue == RESULTS_QUEUE and (
-        payload.get("kind") == "finished" or bool(payload.get("detached"))
-    )
+    return message.queue == RESULTS_QUEUE and is_outcome(
+        payload.get("kind"), payload.get("detached"))
 
 
 def _attempt_key(message: Outgoing) -> str:

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from common.domain.machine import Refused, advance
 from common.domain.states import RUN_TERMINAL, TaskState
+from common.messaging.holdings import is_outcome
 from common.messaging.messages import Activation, TaskResult
 from common.persistence.outbox import OutboxRelay
 from scheduler.engine.changes import ChangeSet
@@ -138,8 +139,6 @@ def _outcomes(batch: Sequence[Incoming]) -> dict[str, list[str]]:
     by_worker: defaultdict[str, list[str]] = defaultdict(list)
     for message in batch:
         body = message.body
-        if isinstance(body, TaskResult) and body.worker and (
-            body.kind == "finished" or body.detached
-        ):
+        if isinstance(body, TaskResult) and body.worker and is_outcome(body.kind, body.detached):
             by_worker[body.worker].append(str(message.message_id))
     return dict(by_worker)
