@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from pydantic import SecretStr
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -67,6 +67,11 @@ class Settings(BaseSettings):
     webhook_retry_max_s: float = 3600.0
     webhook_timeout_s: float = 10.0
     notify_concurrency: int = 16
+    # Retention (docs/decisions.md, "Retention (issue 14)"): the beat deletes finished
+    # runs older than this many days (0: keep everything), with their task runs,
+    # journal and logs, but never the last ``retention_keep_runs`` runs of a job.
+    retention_days: float = Field(default=30.0, ge=0)
+    retention_keep_runs: int = Field(default=10, ge=0)
 
     @property
     def lease_ttl(self) -> timedelta:
@@ -112,6 +117,11 @@ class Settings(BaseSettings):
     def webhook_timeout(self) -> timedelta:
         """How long one webhook POST may take before it counts as failed."""
         return timedelta(seconds=self.webhook_timeout_s)
+
+    @property
+    def retention(self) -> timedelta | None:
+        """How old a finished run may get before the beat deletes it; None: never."""
+        return timedelta(days=self.retention_days) if self.retention_days > 0 else None
 
     @property
     def callback_base(self) -> str:
