@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from common.domain.builtin_params import check_params
 from common.domain.graph import Graph, GraphError
 from common.domain.webservice import WebServiceSettings
 
@@ -67,6 +68,15 @@ class TaskSpec(Strict):
         if not TYPE_PATTERN.match(value):
             raise ValueError(f"task type {value!r} is not an identifier (letters, digits, _ . -)")
         return value
+
+    @model_validator(mode="after")
+    def _params_fit_the_type(self) -> TaskSpec:
+        """A built-in type's params are checked now, not when an attempt runs."""
+        try:
+            check_params(self.type, self.params)
+        except ValueError as error:
+            raise ValueError(f"task {self.name!r} ({self.type}): {error}") from None
+        return self
 
 
 class TaskDefaults(Strict):

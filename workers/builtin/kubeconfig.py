@@ -17,8 +17,8 @@ from kubernetes.client import ApiClient, Configuration
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from common.domain.builtin_params import DNS_LABEL
 from workers.builtin.podrunner import PodTimings
-from workers.builtin.podspec import DNS_LABEL
 
 IN_CLUSTER_VARIABLE = "KUBERNETES_SERVICE_HOST"
 

@@ -21,13 +21,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from common.domain.builtin_params import PodParams
 from workers.builtin.podapi import NOT_FOUND, PodApi, PodApiError
 from workers.builtin.podlog import LogFollower
 from workers.builtin.podspec import (
     ATTEMPT_LABEL,
     DEADLINE_MARGIN_S,
     TASK_RUN_LABEL,
-    PodParams,
     build_pod,
     build_secret,
     has_secrets,

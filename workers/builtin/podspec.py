@@ -16,10 +16,9 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
-
+from common.domain.builtin_params import PodParams
 from workers.builtin.shellenv import contract_variables
 from workers.context import TaskContext
 
@@ -34,39 +33,6 @@ SECURE_VARIABLES = ("JOB_SECURE_PARAMS", "TASK_SECURE_PARAMS")
 # worker's timeout (which reports TIMEOUT) come first.
 DEADLINE_MARGIN_S = 60
 MAX_NAME_CHARS = 63
-DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
-
-
-def _quantity(value: object) -> object:
-    """``1`` → ``"1"``: the API takes quantities as strings; YAML often gives numbers."""
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return str(value)
-    return value
-
-
-Quantity = Annotated[str, BeforeValidator(_quantity), Field(min_length=1)]
-
-
-class PodResources(BaseModel):
-    """Container resources: ``{"requests": {"cpu": "100m"}, "limits": {"memory": "1Gi"}}``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    requests: dict[str, Quantity] = Field(default_factory=dict)
-    limits: dict[str, Quantity] = Field(default_factory=dict)
-
-
-class PodParams(BaseModel):
-    """The params of a ``kubernetes`` task."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    image: str = Field(min_length=1)
-    # The container's entrypoint as an argv list; the image's own when left out.
-    command: list[str] | None = Field(default=None, min_length=1)
-    namespace: str | None = Field(default=None, pattern=DNS_LABEL)
-    env: dict[str, str] = Field(default_factory=dict)
-    resources: PodResources = Field(default_factory=PodResources)
 
 
 def pod_name(idempotency_key: str) -> str:

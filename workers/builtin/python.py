@@ -10,6 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from pydantic import ValidationError
+
+from common.domain.builtin_params import PythonParams, describe
 from workers.context import TaskContext
 from workers.outcomes import Accepted, Completed, Failed, Outcome, Rejected
 from workers.registry import Processor, processor, qualified_name
@@ -66,15 +69,16 @@ def make_python_processor(functions: FunctionRegistry) -> Processor:
     """
 
     def run_python(ctx: TaskContext) -> Outcome:
-        name = ctx.params.get("function")
-        kwargs = ctx.params.get("kwargs", {})
-        fn = functions.get(name) if isinstance(name, str) else None
+        try:
+            params = PythonParams.model_validate(ctx.params)
+        except ValidationError as error:  # a job stored before params were checked at submit
+            return Failed(describe(error))
+        fn = functions.get(params.function)
         if fn is None:
             known = ", ".join(functions.names()) or "none"
-            return Failed(f"params.function {name!r} is not a registered function (known: {known})")
-        if not isinstance(kwargs, dict):
-            return Failed(f"params.kwargs must be an object, not {type(kwargs).__name__}")
-        return _as_outcome(fn(ctx, **kwargs))
+            return Failed(f"params.function {params.function!r} is not a registered function "
+                          f"(known: {known})")
+        return _as_outcome(fn(ctx, **params.kwargs))
 
     return run_python
 

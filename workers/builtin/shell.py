@@ -22,8 +22,9 @@ import threading
 from collections.abc import Callable
 from typing import IO
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
+from common.domain.builtin_params import ShellParams, describe
 from workers.builtin.outputline import record_output_line
 from workers.builtin.shellenv import shell_environment
 from workers.context import TaskContext
@@ -42,23 +43,13 @@ DRAIN_S = 2.0
 MAX_READ_BYTES = 1024 * 1024
 
 
-class ShellParams(BaseModel):
-    """The params of a ``shell`` task."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    argv: list[str] = Field(min_length=1)
-    env: dict[str, str] = Field(default_factory=dict)
-    cwd: str | None = None
-
-
 @processor("shell")
 def shell(ctx: TaskContext) -> Completed | Failed:
     """Run ``argv`` to its end (or until cancelled); exit code 0 is success."""
     try:
         params = ShellParams.model_validate(ctx.params)
     except ValidationError as exc:
-        return Failed(_describe(exc))
+        return Failed("invalid shell params: " + describe(exc))
     try:
         proc = subprocess.Popen(  # noqa: S603 - an argv list from the job, by design
             params.argv,
@@ -102,14 +93,6 @@ def die_with_parent() -> Callable[[], None] | None:
             os._exit(1)
 
     return preexec
-
-
-def _describe(error: ValidationError) -> str:
-    problems = [
-        f"params.{'.'.join(str(part) for part in item['loc'])}: {item['msg']}"
-        for item in error.errors()
-    ]
-    return "invalid shell params: " + "; ".join(problems)
 
 
 def _read_lines(ctx: TaskContext, pipe: IO[bytes] | None, stream: LogStream) -> threading.Thread:

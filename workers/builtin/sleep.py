@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pydantic import ValidationError
+
+from common.domain.builtin_params import SleepParams, describe
 from workers.context import TaskContext
 from workers.outcomes import Completed, Failed
 from workers.registry import processor
@@ -10,9 +13,10 @@ from workers.registry import processor
 @processor("sleep")
 def sleep(ctx: TaskContext) -> Completed | Failed:
     """Wait ``seconds`` on the cancel flag, so a cancel or timeout ends the wait."""
-    seconds = ctx.params.get("seconds", 0)
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
-        return Failed(f"params.seconds must be a number >= 0, not {seconds!r}")
-    if ctx.wait_cancelled(float(seconds)):
+    try:
+        seconds = SleepParams.model_validate(ctx.params).seconds
+    except ValidationError as error:  # a job stored before params were checked at submit
+        return Failed(describe(error))
+    if ctx.wait_cancelled(seconds):
         return Failed(f"canceled before {seconds:g} s had passed")
-    return Completed({"slept_s": seconds})
+    return Completed({"slept_s": ctx.params.get("seconds", 0)})

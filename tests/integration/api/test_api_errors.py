@@ -39,6 +39,16 @@ BAD_BODIES: list[tuple[str, dict[str, Any], list[str]]] = [
      ["schedule.cron", "minute field: 61 is out of range 0-59"]),
     ("bad zone", {"schedule": {"cron": "0 10 * * *", "timezone": "Mars/Olympus"}},
      ["schedule.timezone", "Mars/Olympus"]),
+    # Issue 14: a built-in type's params are checked at submit, not when the attempt runs.
+    ("sleep seconds not a number",
+     _tasks({"name": "nap", "type": "sleep", "params": {"seconds": "abc"}}),
+     ["tasks[0]", "'nap'", "params.seconds", "must be a number"]),
+    ("shell argv a string", _tasks({"name": "hi", "type": "shell", "params": {"argv": "echo hi"}}),
+     ["tasks[0]", "'hi'", "params.argv", "list"]),
+    ("python without a function", _tasks({"name": "f", "type": "python"}),
+     ["'f'", "params.function", "required"]),
+    ("kubernetes without an image", _tasks({"name": "pod", "type": "kubernetes"}),
+     ["'pod'", "params.image", "required"]),
 ]
 
 

@@ -37,11 +37,16 @@ def test_sleep_ends_when_cancelled() -> None:
     assert outcome == Failed("canceled before 60 s had passed")
 
 
-@pytest.mark.parametrize("seconds", [-1, "10", None, True])
-def test_sleep_rejects_bad_seconds(seconds: object) -> None:
+@pytest.mark.parametrize(("seconds", "fault"), [
+    (-1, "greater than or equal to 0"), ("10", "must be a number, not str"),
+    (None, "must be a number, not NoneType"), (True, "must be a number, not bool"),
+])
+def test_sleep_rejects_bad_seconds(seconds: object, fault: str) -> None:
+    """A job stored before params were checked at submit still fails with the reason."""
     outcome = sleep(TaskContext(params={"seconds": seconds}))
     assert isinstance(outcome, Failed)
-    assert "params.seconds must be a number" in outcome.message
+    assert outcome.message.startswith("params.seconds: ")
+    assert fault in outcome.message
 
 
 @pytest.fixture
@@ -86,7 +91,7 @@ def test_python_unknown_function_and_bad_kwargs(functions: FunctionRegistry) -> 
         " (known: add, attempt, nothing, refuse, scalar)"
     )
     outcome = run(TaskContext(params={"function": "add", "kwargs": [1, 2]}))
-    assert outcome == Failed("params.kwargs must be an object, not list")
+    assert outcome == Failed("params.kwargs: Input should be a valid dictionary")
 
 
 def test_python_exceptions_are_failures(functions: FunctionRegistry) -> None:
