@@ -9,8 +9,10 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from common.egress import EgressPolicy
 
 
 class Settings(BaseSettings):
@@ -67,11 +69,26 @@ class Settings(BaseSettings):
     webhook_retry_max_s: float = 3600.0
     webhook_timeout_s: float = 10.0
     notify_concurrency: int = 16
+    # The egress policy (``common.egress``, docs/decisions.md "Egress policy"): CIDRs and
+    # host names, comma-separated, that calls made for users may reach although they are
+    # loopback or private. ``stellwerk up`` allows loopback; nothing else does.
+    egress_allow: str = ""
     # Retention (docs/decisions.md, "Retention (issue 14)"): the beat deletes finished
     # runs older than this many days (0: keep everything), with their task runs,
     # journal and logs, but never the last ``retention_keep_runs`` runs of a job.
     retention_days: float = Field(default=30.0, ge=0)
     retention_keep_runs: int = Field(default=10, ge=0)
+
+    @field_validator("egress_allow")
+    @classmethod
+    def _egress_allow_parses(cls, value: str) -> str:
+        EgressPolicy.parse(value)  # a typo stops the process at start, naming the entry
+        return value
+
+    @property
+    def egress(self) -> EgressPolicy:
+        """The egress policy of every call made for a user (webhooks, http, webservice)."""
+        return EgressPolicy.parse(self.egress_allow)
 
     @property
     def lease_ttl(self) -> timedelta:
