@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from functools import partial
 
 from anyio import to_thread
 from fastapi import FastAPI
@@ -17,6 +18,7 @@ from common.messaging.messages import utcnow
 from scheduler.api.admission import Admission
 from scheduler.api.errors import install_error_handlers
 from scheduler.api.limits import BodySizeLimit, Limits
+from scheduler.api.openapi import openapi_document
 from scheduler.api.resources import Clock, Resources
 from scheduler.api.routes import api_router
 from scheduler.api.routes.events import EVENTS_PATH, LiveEvents
@@ -56,6 +58,8 @@ def create_app(settings: Settings, *, clock: Clock = utcnow) -> FastAPI:
         # No Swagger page: it loads its assets from a CDN, and nothing here may.
         openapi_url=f"{base}/openapi.json", docs_url=None, redoc_url=None,
     )
+    # A valid 3.1 document that also says what the API refuses (scheduler.api.openapi).
+    app.openapi = partial(openapi_document, app)  # type: ignore[method-assign]
     install_error_handlers(app)
     limits = Limits.of(settings)
     app.state.limits = limits

@@ -15,8 +15,11 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import iter_route_contexts
 from sqlalchemy.exc import DataError
 from starlette.exceptions import HTTPException
+from starlette.routing import BaseRoute, Match
+from starlette.types import Scope
 
 from scheduler.services.errors import Conflict, Forbidden, InvalidInput, NotFound, ServiceError
 
@@ -111,7 +114,36 @@ def describe_faults(errors: Sequence[Mapping[str, Any]], body: Any = None) -> st
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
+    if exc.status_code == HTTPStatus.METHOD_NOT_ALLOWED:
+        return _method_not_allowed(request)
     return problem(exc.status_code, str(exc.detail), headers=exc.headers)
+
+
+def _method_not_allowed(request: Request) -> JSONResponse:
+    """405 whose ``Allow`` lists the methods of every route of the path (RFC 9110 §15.5.6).
+
+    Starlette names only the methods of the first route that matched the path, and here
+    each method of a path is a route of its own: ``DELETE /jobs`` answered
+    ``Allow: POST`` although ``GET /jobs`` exists (issue 14).
+    """
+    allowed = sorted(allowed_methods(request.app.routes, request.scope))
+    listed = ", ".join(allowed)
+    detail = f"{request.method} is not allowed on {request.url.path}; allowed: {listed}"
+    return problem(405, detail, headers={"Allow": listed})
+
+
+def allowed_methods(routes: Sequence[BaseRoute], scope: Scope) -> set[str]:
+    """The methods of the routes that match the request's path (whatever its method).
+
+    Included routers nest (FastAPI >= 0.13x): ``iter_route_contexts`` flattens them as
+    the OpenAPI document does, each route with its full path.
+    """
+    methods: set[str] = set()
+    for route in iter_route_contexts(routes):
+        match, _ = route.matches(scope)
+        if match is not Match.NONE and route.methods:
+            methods |= set(route.methods)
+    return methods
 
 
 async def _unstorable(request: Request, exc: Exception) -> JSONResponse:
