@@ -197,6 +197,11 @@ class Run(Base):
         ),
         Index("ix_runs_timeout_at", "timeout_at", postgresql_where=text("timeout_at IS NOT NULL")),
         *_due_indexes("runs", "suspend_due_at", "resume_due_at", "late_at"),
+        # Retention (``common.persistence.retention``) takes the oldest finished runs.
+        Index(
+            "ix_runs_finished_at", "finished_at",
+            postgresql_where=text("finished_at IS NOT NULL"),
+        ),
     )
 
 
@@ -339,6 +344,8 @@ class Fire(Base):
     __table_args__ = (
         UniqueConstraint("job_id", "fire_at"),
         Index("ix_fires_buffered", "job_id", postgresql_where=text("outcome = 'buffered'")),
+        # Retention deletes the oldest fires that no longer wait (issue 14).
+        Index("ix_fires_fire_at", "fire_at", postgresql_where=text("outcome <> 'buffered'")),
     )
 
 

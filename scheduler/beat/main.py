@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import redis
+from sqlalchemy.orm import Session, sessionmaker
 
 from common.config import Settings
 from common.health import health_dir
@@ -17,7 +18,8 @@ from common.persistence.db import make_engine, make_sessions
 from common.persistence.outbox import OutboxRelay
 from scheduler.beat import duties, lateness, suspension
 from scheduler.beat.attempts import ExpiredLeases, LostClaims
-from scheduler.beat.ticker import Duty, Ticker
+from scheduler.beat.retention import Retention
+from scheduler.beat.ticker import Chore, Duty, Ticker
 from scheduler.service import configure_logging, run_until_signalled
 
 
@@ -32,7 +34,15 @@ def build_ticker(settings: Settings) -> Ticker:
         sessions, relay, settings.beat_interval, clock=utcnow, cancel_grace=settings.cancel_grace,
         fire_crons=not settings.disable_cron, watch=watch_duties(client, settings),
         timings=LoopTimings(client, "beat_step"), ping_redis=client.ping,
+        chores=chores(sessions, settings),
     )
+
+
+def chores(sessions: sessionmaker[Session], settings: Settings) -> list[Chore]:
+    """Retention, unless ``STELLWERK_RETENTION_DAYS`` is 0."""
+    if settings.retention is None:
+        return []
+    return [Retention(sessions, settings.retention, settings.retention_keep_runs)]
 
 
 def watch_duties(client: redis.Redis, settings: Settings) -> list[Duty]:

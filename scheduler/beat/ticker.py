@@ -44,6 +44,8 @@ RELAY_GRACE = timedelta(seconds=30)
 STEPS_PER_TICK = 5
 # A duty claims what is due at ``now`` and returns the outbox rows it wrote.
 Duty = Callable[[Session, datetime], list[int]]
+# A chore runs in transactions of its own after a full tick (retention's batches).
+Chore = Callable[[datetime], object]
 
 
 class Ticker:
@@ -54,6 +56,7 @@ class Ticker:
         clock: Callable[[], datetime], cancel_grace: timedelta = timedelta(seconds=30),
         *, fire_crons: bool = True, watch: Sequence[Duty] = (), handoff: Handoff | None = None,
         timings: LoopTimings | None = None, ping_redis: Callable[[], object] = lambda: None,
+        chores: Sequence[Chore] = (),
     ) -> None:
         self._timings = timings  # for GET /metrics
         # A tick that publishes nothing does not tell whether Redis is back: asked
@@ -64,6 +67,7 @@ class Ticker:
         self._relay_until = 0.0  # monotonic: relay what failed publishes left until then
         self._sessions = sessions
         self._watch = watch  # lost attempts, task timeouts, suspension, lateness
+        self._chores = chores  # retention
         self._fire_crons = fire_crons  # False: STELLWERK_DISABLE_CRON
         self._cancel_grace = cancel_grace
         self._relay = relay
@@ -91,6 +95,8 @@ class Ticker:
         self._handoff.hand(self._relay.relay_due(ids, now))
         if full:
             self._relay.relay_pending(min_age=RELAY_GRACE)
+            for chore in self._chores:  # last: what is due is fired and handed over
+                chore(now)
         return now + self._interval / STEPS_PER_TICK
 
     def _fire(self, session: Session, now: datetime, horizon: datetime) -> list[int]:
