@@ -64,6 +64,7 @@ def create_app(settings: Settings, *, clock: Clock = utcnow) -> FastAPI:
     limits = Limits.of(settings)
     app.state.limits = limits
     app.state.supervisor_status = settings.supervisor_status  # GET /healthz, under ``up``
+    app.state.retention_keep_runs = settings.retention_keep_runs  # POST /prune's default
     app.state.live_events = LiveEvents(settings.redis_url)
     # Streams hold no thread and no connection while they last: they take no slot.
     app.add_middleware(

@@ -16,6 +16,7 @@ from scheduler.api.routes import (
     metrics,
     postback,
     processors,
+    retention,
     runs,
     schedules,
     subscriptions,
@@ -56,7 +57,7 @@ def api_router() -> APIRouter:
     )
     for module in (jobs, runs, processors, schedules, tokens, metrics, subscriptions, events):
         protected.include_router(module.router)
-    for module in (postback, worker_types):
+    for module in (postback, worker_types, retention):
         protected.include_router(module.router)
     for module in (whoami, job_specs):  # the web UI's helpers
         protected.include_router(module.router)
