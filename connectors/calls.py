@@ -9,6 +9,11 @@ and httpx's connection pool pays for its bookkeeping per request and per connect
 (500 slow calls in flight cost 3-8 s of CPU against aiohttp's 0.4-0.6 s, measured side
 by side; ``docs/decisions.md``).
 
+Every connection is held to the egress policy (``connectors.egress_connector``): a
+refused target is a :class:`CallError` naming the rule. Proxies from the environment
+are not used: through a proxy, names would be resolved where the policy cannot see
+the addresses (docs/decisions.md, "Egress policy").
+
 A kept-alive connection may be closed by the server just as the pool hands it out:
 the request then dies with no answer although the server never saw it. aiohttp sends
 an idempotent method once more on a new connection (RFC 9112 §9.3.1.1); the others
@@ -29,6 +34,8 @@ import aiohttp
 from aiohttp.client import IDEMPOTENT_METHODS as RESENT_BY_AIOHTTP
 from multidict import CIMultiDictProxy
 
+from common.egress import EgressPolicy, EgressRefused
+from connectors.egress_connector import EgressConnector
 from connectors.responses import MAX_BODY_BYTES, Answer
 
 # RESENT_BY_AIOHTTP: the methods aiohttp itself sends again when a kept-alive connection
@@ -38,18 +45,17 @@ IDLE_CONNECTION_KEPT = timedelta(seconds=4)
 """Under the 5 s after which uvicorn, Node and Apache close an idle connection."""
 
 
-def new_session() -> aiohttp.ClientSession:
+def new_session(egress: EgressPolicy) -> aiohttp.ClientSession:
     """The session every call shares (open it inside the event loop that uses it).
 
     No limit on connections (``--concurrency`` bounds the calls in flight), no time
-    limit of its own (each call has one), proxies from ``HTTP(S)_PROXY``/``NO_PROXY``
-    as curl and httpx take them.
+    limit of its own (each call has one); connections only to what ``egress`` allows.
     """
-    connector = aiohttp.TCPConnector(
-        limit=0, keepalive_timeout=IDLE_CONNECTION_KEPT.total_seconds()
+    connector = EgressConnector(
+        egress, limit=0, keepalive_timeout=IDLE_CONNECTION_KEPT.total_seconds()
     )
     return aiohttp.ClientSession(
-        connector=connector, timeout=aiohttp.ClientTimeout(total=None), trust_env=True
+        connector=connector, timeout=aiohttp.ClientTimeout(total=None), trust_env=False
     )
 
 
@@ -76,6 +82,8 @@ async def call(
                 body, truncated = await _read_capped(response, cap_bytes)
     except TimeoutError:
         raise CallError(f"no answer within {timeout_s:g} s") from None
+    except EgressRefused as error:
+        raise CallError(str(error)) from None
     except (aiohttp.ClientError, ValueError) as error:  # ValueError: a URL yarl refuses
         raise CallError(f"{type(error).__name__}: {error}".rstrip(": ")) from None
     return Answer(

@@ -100,7 +100,7 @@ class Connector:
 
     async def serve(self, host: str, port: int) -> None:
         """Run until SIGTERM or SIGINT (or until the HTTP server fails to start)."""
-        async with new_session() as client:
+        async with new_session(self._settings.egress) as client:
             slots = asyncio.Semaphore(self._concurrency)
             sender = ResultSender(self._holdings)
             monitor = Monitor(

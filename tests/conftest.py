@@ -111,6 +111,9 @@ def settings(database_url: str, redis_url: str) -> Settings:
     return load_settings(
         database_url=database_url, redis_url=redis_url, admin_token="test-admin",
         secret_key="test-secret-key",
+        # The tests' stub servers and receivers listen on loopback, which the egress
+        # policy refuses unless allowed (``tests/unit/common/test_egress.py`` shows that).
+        egress_allow="127.0.0.0/8,::1",
     )
 
 

@@ -41,11 +41,15 @@ def retry_delay(retry: int, policy: RetryPolicy, rand: float) -> timedelta:
 
 
 def after_attempt(
-    attempt: int, succeeded: bool, policy: RetryPolicy, now: datetime, rand: float
+    attempt: int, succeeded: bool, policy: RetryPolicy, now: datetime, rand: float,
+    *, permanent: bool = False,
 ) -> NextStep:
-    """The state after try number ``attempt``: delivered, retried later, or dead."""
+    """The state after try number ``attempt``: delivered, retried later, or dead.
+
+    A ``permanent`` failure (a target the egress policy refuses) is dead at once.
+    """
     if succeeded:
         return NextStep("delivered", None)
-    if attempt >= policy.max_attempts:
+    if permanent or attempt >= policy.max_attempts:
         return NextStep("dead", None)
     return NextStep("pending", now + retry_delay(attempt, policy, rand))

@@ -112,7 +112,8 @@ class DeliveryLoop:
         at, started = self._clock(), time.monotonic()
         sent = self._senders[delivery.target].send(delivery)
         attempt = Attempt(at, 1000 * (time.monotonic() - started), sent.status_code, sent.error)
-        step = after_attempt(delivery.attempt, sent.ok, self._policy, self._clock(), self._rand())
+        step = after_attempt(delivery.attempt, sent.ok, self._policy, self._clock(),
+                             self._rand(), permanent=sent.permanent)
         kept = self._finish(delivery, attempt, step)
         self.wake.set()  # the run's next event to this subscription may go now
         self._wake_for(step)

@@ -22,6 +22,7 @@ from common.secure_params import SecretBox
 from scheduler.notify.backoff import RetryPolicy
 from scheduler.notify.deliveries import DeliveryStore
 from scheduler.notify.delivery_loop import DeliveryLoop
+from scheduler.notify.egress_transport import webhook_client
 from scheduler.notify.intake import Intake
 from scheduler.notify.senders import CeleryTaskSender, Sender, WebhookSender
 from scheduler.notify.wakeup import Wakeup
@@ -52,7 +53,11 @@ class NotifyRunner:
 
 
 def build_runner(settings: Settings, http: httpx.Client) -> NotifyRunner:
-    """A runner on the configured servers; ``http`` sends the webhooks."""
+    """A runner on the configured servers; ``http`` sends the webhooks.
+
+    Build ``http`` with :func:`~scheduler.notify.egress_transport.webhook_client`, which
+    holds every webhook to the egress policy.
+    """
     database_url, redis_url = settings.require_urls()
     sessions = make_sessions(make_engine(database_url, pool_size=settings.notify_concurrency))
     # Timeouts: a Redis that stops answering is an outage of the live stream, not a hang.
@@ -76,8 +81,7 @@ def build_runner(settings: Settings, http: httpx.Client) -> NotifyRunner:
 def run_notify(settings: Settings) -> None:
     """Run the notify runner until SIGTERM or SIGINT."""
     configure_logging("notify")  # before the loops are built: nothing they log is lost
-    timeout = settings.webhook_timeout.total_seconds()
-    with httpx.Client(timeout=timeout, follow_redirects=False) as http:
+    with webhook_client(settings.egress, settings.webhook_timeout) as http:
         # Beside the runner: the consumer of producers' requests (``stellwerk.jobs``).
         loops = Together([build_runner(settings, http), build_request_consumer(settings)])
         run_until_signalled("notify", loops, health_dir=health_dir(settings.data_dir))

@@ -2,7 +2,9 @@
 
 A sender never raises for the receiver's sake: every failure (refused connection,
 timeout, non-2xx answer, a secret it cannot open, Redis down) is a failed try with its
-reason, which the delivery loop records and retries.
+reason, which the delivery loop records and retries. A target the egress policy
+refuses is a failed try marked ``permanent``: trying again cannot change the answer,
+so the delivery is dead at once.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Protocol
 import httpx
 import redis
 
+from common.egress import EgressRefused
 from common.messaging.publisher import Outgoing, Publisher
 from common.secure_params import SecretBox, SecretKeyError
 from scheduler.notify.deliveries import Claimed
@@ -28,6 +31,8 @@ class Sent:
     ok: bool
     status_code: int | None = None
     error: str = ""
+    # No later try can succeed (the egress policy refused the target): dead at once.
+    permanent: bool = False
 
 
 class Sender(Protocol):
@@ -65,6 +70,8 @@ class WebhookSender:
             with self._http.stream("POST", delivery.url or "", content=body,
                                    headers=headers) as response:
                 status = response.status_code
+        except EgressRefused as error:
+            return Sent(False, error=str(error), permanent=True)
         except httpx.HTTPError as error:
             return Sent(False, error=_reason(error))
         return Sent(200 <= status < 300, status, "" if 200 <= status < 300 else "not 2xx")

@@ -111,6 +111,9 @@ def system(
         "STELLWERK_WEBHOOK_RETRY_MAX_S": "1",
         "STELLWERK_WEBHOOK_MAX_ATTEMPTS": "4",
         "STELLWERK_WEBHOOK_TIMEOUT_S": "3",
+        # The tests' receivers and stub services listen on loopback, which the egress
+        # policy refuses unless allowed (as ``stellwerk up`` allows it).
+        "STELLWERK_EGRESS_ALLOW": "127.0.0.0/8,::1",
         "PYTHONUNBUFFERED": "1",
     }
     sys_ = System(env, logs, port)

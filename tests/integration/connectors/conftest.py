@@ -57,6 +57,8 @@ class ConnectorProcess:
             "STELLWERK_HEARTBEAT_INTERVAL_S": "0.3",
             "STELLWERK_SECRET_KEY": SECRET_KEY,
             "STELLWERK_CALLBACK_URL": CALLBACK_BASE,
+            # The stub services listen on loopback, refused unless allowed.
+            "STELLWERK_EGRESS_ALLOW": "127.0.0.0/8,::1",
             "PYTHONUNBUFFERED": "1",
         }
         code = (

@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import pytest
 import redis
 from sqlalchemy import select
@@ -28,6 +27,7 @@ from common.persistence.migrate import upgrade
 from common.persistence.models import Delivery, DeliveryAttempt, NotifyEvents
 from common.persistence.notify_events import record_events
 from common.secure_params import SecretBox
+from scheduler.notify.egress_transport import webhook_client
 from scheduler.notify.main import NotifyRunner, build_runner
 from scheduler.services.access import Principal
 from scheduler.services.subscriptions import create_subscription
@@ -112,7 +112,7 @@ def notify(notify_settings: Settings) -> Iterator[Notify]:
 @contextlib.contextmanager
 def running(settings: Settings) -> Iterator[NotifyRunner]:
     """A notify runner on a thread, stopped (in-flight deliveries finished) afterwards."""
-    with httpx.Client(timeout=settings.webhook_timeout.total_seconds()) as http:
+    with webhook_client(settings.egress, settings.webhook_timeout) as http:
         runner = build_runner(settings, http)
         thread = threading.Thread(target=runner.run, daemon=True)
         thread.start()

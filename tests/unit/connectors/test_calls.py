@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 import aiohttp
 import pytest
 
+from common.egress import EgressPolicy
 from connectors.calls import CallError, call, new_session
 
 ANSWER = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nok"
 HALF_ANSWER = b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\npartial"
+LOOPBACK = EgressPolicy.parse("127.0.0.0/8")  # the server plays on loopback
 
 
 @dataclass
@@ -69,7 +71,7 @@ def against(script: list[str], calls: Calls, method: str = "GET"
     async def main() -> list[str]:
         listening = await asyncio.start_server(server.handle, "127.0.0.1", 0)
         port = listening.sockets[0].getsockname()[1]
-        async with listening, new_session() as session:
+        async with listening, new_session(LOOPBACK) as session:
             return await calls(session, method, f"http://127.0.0.1:{port}/thing")
 
     return asyncio.run(main()), server

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scheduler.notify.backoff import RetryPolicy, after_attempt, retry_delay
+from scheduler.notify.backoff import NextStep, RetryPolicy, after_attempt, retry_delay
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 POLICY = RetryPolicy(max_attempts=5, base=timedelta(seconds=2), cap=timedelta(minutes=1))
@@ -50,3 +50,9 @@ def test_success_delivers_failure_retries_and_the_last_failure_is_dead() -> None
     dead = after_attempt(5, False, POLICY, NOW, 0.5)
     assert (dead.state, dead.due_at) == ("dead", None)
     assert after_attempt(5, True, POLICY, NOW, 0.5).state == "delivered"
+
+
+def test_a_permanent_failure_is_dead_at_once() -> None:
+    # A webhook the egress policy refuses: no later try could pass (issue 14).
+    assert after_attempt(1, False, POLICY, NOW, 0.5, permanent=True) == NextStep("dead", None)
+    assert after_attempt(1, False, POLICY, NOW, 0.5).state == "pending"
