@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from common.config import Settings
 from common.messaging.celery_app import make_celery
+from common.messaging.liveness import live_workers
 from common.messaging.messages import utcnow
 from common.messaging.publisher import Publisher
 from common.persistence.db import make_engine, make_sessions
@@ -25,6 +26,7 @@ from scheduler.engine.loading import RunLoader
 from scheduler.engine.reported import Reports
 from scheduler.engine.stopper import Stopper
 from scheduler.engine.structure import StructureCache
+from scheduler.services.serving import ServedTypes
 
 Clock = Callable[[], datetime]
 
@@ -48,6 +50,8 @@ class Resources:
     # carry a credential derived from the secret key (``common.callbacks``).
     reports: Reports
     callback_key: SecretStr | None
+    # The task types live workers serve, for the "no worker serves type X" warnings.
+    served_types: ServedTypes
 
     @classmethod
     def open(cls, settings: Settings, clock: Clock = utcnow, pool_size: int = 5) -> Resources:
@@ -73,6 +77,7 @@ class Resources:
             authenticator=Authenticator(settings.admin_token), clock=clock, control=control,
             secrets=SecretBox(settings.secret_key), reports=reports,
             callback_key=settings.secret_key,
+            served_types=ServedTypes(lambda: live_workers(client)),
         )
 
     def relay_now(self, outbox_ids: Sequence[int]) -> None:

@@ -20,6 +20,7 @@ from scheduler.services.job_queries import JobDetail, JobSummary
 from scheduler.services.pages import Page
 from scheduler.services.processors import ProcessorView, worker_types
 from scheduler.services.run_queries import RunDetail, RunSummary
+from scheduler.services.serving import unserved_warnings, waiting_for
 
 
 class JobCreate(JobSpec):
@@ -109,10 +110,18 @@ class JobPublic(JobSummaryPublic):
         description="A cron job's next five fire times (UTC); empty if it will not fire.",
     )
     webservice: WebServicePublic | None = None
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="Task types of this job no live worker serves: accepted, but their "
+        "tasks wait READY until a worker serving them starts or their outcome is posted.",
+    )
 
     @classmethod
-    def of_detail(cls, detail: JobDetail) -> JobPublic:
-        """From a service detail; settings come from the stored spec, identity from columns."""
+    def of_detail(cls, detail: JobDetail, served: frozenset[str] | None = None) -> JobPublic:
+        """From a service detail; settings come from the stored spec, identity from columns.
+
+        ``served``: the types live workers serve, for ``warnings`` (none when not known).
+        """
         tasks = [
             TaskPublic(
                 id=v.task.id, name=v.task.name, type=v.task.type, params=v.task.params,
@@ -125,6 +134,9 @@ class JobPublic(JobSummaryPublic):
         fields = {**detail.summary.job.spec, **_summary_fields(detail.summary)}
         fields.update(params=detail.summary.job.params, storage=detail.storage, tasks=tasks)
         fields["next_fire_times"] = next_fire_times(detail.summary.job)
+        fields["warnings"] = unserved_warnings(
+            ((v.task.type, v.task.binding) for v in detail.tasks), served
+        )
         return cls.model_validate(fields)
 
 
@@ -155,6 +167,10 @@ class TaskRunPublic(Public):
     message: str
     started_at: datetime | None
     finished_at: datetime | None
+    waiting_for: str | None = Field(
+        default=None, description="Why a READY task has not started, when known "
+        "(e.g. \"no worker serves type 'render'\").",
+    )
 
 
 class RunSummaryPublic(Public):
@@ -183,9 +199,15 @@ class RunPublic(RunSummaryPublic):
     tasks: list[TaskRunPublic]
 
     @classmethod
-    def of_detail(cls, detail: RunDetail) -> RunPublic:
-        """From a service detail."""
-        tasks = [TaskRunPublic.model_validate(t) for t in detail.tasks]
+    def of_detail(cls, detail: RunDetail, served: frozenset[str] | None = None) -> RunPublic:
+        """From a service detail; READY tasks say so if no live worker of ``served`` serves them."""
+        tasks = []
+        for task_run in detail.tasks:
+            public = TaskRunPublic.model_validate(task_run)
+            public.waiting_for = waiting_for(
+                task_run.state, task_run.type, detail.bindings.get(task_run.id), served
+            )
+            tasks.append(public)
         return cls.model_validate({**_run_fields(detail.summary), "tasks": tasks})
 
 

@@ -9,6 +9,7 @@ from urllib.parse import quote
 import httpx
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from scheduler.cli.client import (
     ApiUrlOption,
@@ -50,6 +51,8 @@ def submit(
         job = call(http, "POST", "/jobs", spec)
         run_id = job.get("run_id")
         console.print(f"job {job.get('id')} ({job.get('name')}) created, state {job.get('state')}")
+        for warning in job.get("warnings") or ():
+            console.print(Text(f"warning: {warning}", style="yellow"))
         if run_id:
             console.print(f"run {run_id}")
         if not watch:

@@ -1,8 +1,10 @@
 """``stellwerk up``: the whole system in one command, for a laptop.
 
 Starts embedded PostgreSQL and Redis under the data dir unless URLs are configured,
-migrates, then runs api, engine, beat, notify and a worker as supervised child processes
-until Ctrl-C or SIGTERM. Children are stopped before the servers they depend on.
+migrates, then runs api, engine, beat, notify, a worker and the connector as supervised
+child processes until Ctrl-C or SIGTERM, so that every built-in task type is served
+(the worker: noop, sleep, python, shell; the connector: http, webservice). Children are
+stopped before the servers they depend on.
 
 A component restarted 3 times within a minute is crash-looping: the console says so
 when it starts and when it ends, the banner waits ("not ready yet" names it), and the
@@ -47,10 +49,15 @@ from scheduler.cli.supervisor import ChildSpec, Supervisor
 
 log = logging.getLogger(__name__)
 
-CHILDREN = ("api", "engine", "beat", "notify", "worker")
+CHILDREN = ("api", "engine", "beat", "notify", "worker", "connector")
+# The connector listens this far above the API's port unless told (8080 -> 8090, as in
+# compose), so two ``up`` on different ports do not collide on the connector's.
+CONNECTOR_PORT_OFFSET = 10
+MAX_PORT = 65535
 STOP_GRACE = timedelta(seconds=10)
 SETTLED = timedelta(seconds=3)  # up this long after its last start, a component counts as up
 SUPERVISOR_STATUS = "supervisor.json"
+LOOPBACK = "127.0.0.0/8,::1"
 
 
 @dataclass(frozen=True)
@@ -61,14 +68,31 @@ class UpOptions:
     port: int
     data_dir: Path
     concurrency: int
+    connector_port: int | None = None
+
+    @property
+    def invoke_port(self) -> int:
+        """The connector's port (``POST /invoke``): given, or the API's plus the offset."""
+        if self.connector_port:
+            return self.connector_port
+        above = self.port + CONNECTOR_PORT_OFFSET
+        return above if above <= MAX_PORT else self.port - CONNECTOR_PORT_OFFSET
 
     @property
     def ui_url(self) -> str:
         """The URL to open in a browser (a wildcard listen address is shown as localhost)."""
+        return self._local_url(self.port)
+
+    @property
+    def invoke_url(self) -> str:
+        """The connector's ``POST /invoke`` URL."""
+        return self._local_url(self.invoke_port) + "invoke"
+
+    def _local_url(self, port: int) -> str:
         host = "127.0.0.1" if self.host in ("", "0.0.0.0", "::") else self.host
         if ":" in host:
             host = f"[{host}]"
-        return f"http://{host}:{self.port}/"
+        return f"http://{host}:{port}/"
 
     @property
     def api_base(self) -> str:
@@ -93,11 +117,17 @@ def up(
         ),
     ] = None,
     concurrency: Annotated[int, typer.Option(help="Tasks the worker runs at once.", min=1)] = 16,
+    connector_port: Annotated[
+        int | None,
+        typer.Option(help="Port of the connector's POST /invoke (default: --port + 10).",
+                     min=1, max=65535, show_default=False),
+    ] = None,
 ) -> None:
     """Run everything on this machine: servers, migrations, all components, supervised."""
     settings = load_settings(**({"data_dir": data_dir} if data_dir else {}))
-    options = UpOptions(host, port, settings.data_dir.resolve(), concurrency)
+    options = UpOptions(host, port, settings.data_dir.resolve(), concurrency, connector_port)
     ensure_port_free(host, port)
+    ensure_port_free(host, options.invoke_port, option="--connector-port")
     options.data_dir.mkdir(parents=True, exist_ok=True)
     console = Console()
     output = PrefixedOutput(console, ("up", *CHILDREN))
@@ -176,6 +206,7 @@ def plan_children(python: str, env: Mapping[str, str], options: UpOptions) -> li
             "--pool",
             "threads",
         ),
+        child("connector", "--host", options.host, "--port", str(options.invoke_port)),
     ]
 
 
@@ -200,6 +231,9 @@ def child_env(
 ) -> dict[str, str]:
     """The environment of every child: ``base`` plus the resolved servers and token."""
     return {
+        # Local work calls local services: loopback is allowed unless the user said what
+        # is (compose allows nothing private; docs/decisions.md, "Egress policy").
+        "STELLWERK_EGRESS_ALLOW": LOOPBACK,
         **base,
         "STELLWERK_DATABASE_URL": database_url,
         "STELLWERK_REDIS_URL": redis_url,
@@ -212,7 +246,7 @@ def child_env(
     }
 
 
-def ensure_port_free(host: str, port: int) -> None:
+def ensure_port_free(host: str, port: int, *, option: str = "--port") -> None:
     """Fail before starting anything if the API's port is taken.
 
     Otherwise the api child would crash-loop, and another server on that port (another
@@ -224,7 +258,7 @@ def ensure_port_free(host: str, port: int) -> None:
         try:
             probe.bind((host, port))
         except OSError as error:
-            reason = f"{error.strerror or error}; choose another --port"
+            reason = f"{error.strerror or error}; choose another {option}"
             raise CliError(f"cannot listen on {host}:{port}: {reason}") from error
 
 
@@ -271,6 +305,7 @@ def print_ready(console: Console, options: UpOptions, token: str, token_stored: 
     rows = [
         ("UI", options.ui_url),
         ("API", options.api_base),
+        ("connector", options.invoke_url),
         ("admin token", token + stored),
         ("data", str(options.data_dir)),
     ]

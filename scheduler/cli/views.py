@@ -104,7 +104,7 @@ def task_table(run: dict[str, Any]) -> FittedTable:
             str(task.get("worker") or ""),
             format_time(task.get("started_at"), today),
             format_time(task.get("finished_at"), today),
-            str(task.get("message") or ""),
+            str(task.get("message") or task.get("waiting_for") or ""),
         )
     return table
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 from uuid import UUID
 
 from sqlalchemy import func, or_, select
@@ -27,20 +28,24 @@ class RunSummary:
 
 @dataclass(frozen=True)
 class RunDetail:
-    """A run with its task runs, in the job's task order."""
+    """A run with its task runs, in the job's task order, and each one's binding."""
 
     summary: RunSummary
     tasks: list[TaskRun]
+    # Task run id -> its task's ``binding`` (registered worker types only).
+    bindings: dict[UUID, dict[str, Any]] = field(default_factory=dict)
 
 
 def get_run(session: Session, run_id: UUID) -> RunDetail:
     """The run with its task runs and progress, or :class:`NotFound`."""
     run = require_run(session, run_id)
-    tasks = list(session.scalars(
-        select(TaskRun).join(Task, Task.id == TaskRun.task_id)
+    rows = session.execute(
+        select(TaskRun, Task.binding).join(Task, Task.id == TaskRun.task_id)
         .where(TaskRun.run_id == run_id).order_by(Task.position)
-    ))
-    return RunDetail(RunSummary(run, progress(Counter(t.state for t in tasks))), tasks)
+    ).all()
+    tasks = [task_run for task_run, _ in rows]
+    bindings = {task_run.id: binding for task_run, binding in rows if binding}
+    return RunDetail(RunSummary(run, progress(Counter(t.state for t in tasks))), tasks, bindings)
 
 
 def list_runs(

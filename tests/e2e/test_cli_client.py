@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
+import uuid
+from pathlib import Path
 
 import httpx
 import pytest
@@ -70,3 +73,33 @@ def test_logs_follow_streams_lines_while_the_task_runs(api: httpx.Client, system
     assert rest == "two\nthree\n", errors
     assert follower.returncode == 0
     assert wait_run(api, job["run_id"])["state"] == "COMPLETED"
+
+
+def test_submit_warns_of_a_type_no_worker_serves_and_show_says_what_the_task_waits_for(
+    api: httpx.Client, system: System, tmp_path: Path,
+) -> None:
+    lonely = f"lonely_{uuid.uuid4().hex[:6]}"
+    spec = tmp_path / "job.yaml"
+    spec.write_text(f"name: cli-unserved\ntasks:\n  - {{name: a, type: noop, next: [b]}}\n"
+                    f"  - {{name: b, type: {lonely}}}\n")
+
+    submitted = cli(system, "submit", str(spec))
+
+    assert submitted.returncode == 0, submitted.stderr
+    assert f"warning: no worker serves type {lonely!r}" in submitted.stdout
+    run_id = next(line.split()[1] for line in submitted.stdout.splitlines()
+                  if line.startswith("run "))
+    _await_task_state(api, run_id, "b", "READY")
+    shown = cli(system, "show", run_id)
+    assert shown.returncode == 0, shown.stderr
+    assert f"no worker serves type {lonely!r}" in shown.stdout
+
+
+def _await_task_state(api: httpx.Client, run_id: str, task: str, state: str) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if {t["name"]: t["state"] for t in api.get(f"/runs/{run_id}").json()["tasks"]}[task] \
+                == state:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"task {task} of run {run_id} never reached {state}")

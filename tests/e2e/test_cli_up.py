@@ -33,6 +33,12 @@ WATCH_TIMEOUT_S = 120.0
 NOOP_JOB = {"name": "e2e-up-noop", "tasks": [{"name": "only", "type": "noop"}]}
 
 
+def http_job(url: str) -> dict[str, Any]:
+    """One ``http`` task: served by the connector that ``up`` starts (issue 14)."""
+    return {"name": "e2e-up-http", "tasks": [{"name": "ping", "type": "http",
+                                              "params": {"url": url}}]}
+
+
 class Up:
     """One ``stellwerk up`` process; its output goes to a log file shown on failure."""
 
@@ -44,7 +50,8 @@ class Up:
         # Nothing from the developer's environment: embedded servers, generated token.
         env = {k: v for k, v in os.environ.items() if not k.startswith("STELLWERK_")}
         argv = [sys.executable, "-m", "scheduler.cli.main", "up", "--data-dir", str(data_dir)]
-        argv += ["--port", str(self.port), "--concurrency", "4"]
+        argv += ["--port", str(self.port), "--connector-port", str(_free_port()),
+                 "--concurrency", "4"]
         with log.open("ab") as out:
             self.process = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
 
@@ -108,6 +115,11 @@ def test_up_runs_a_job_stops_cleanly_and_keeps_its_data(
         assert created.status_code == 201, created.text
         job = created.json()
         _await_run_completed(api, job["run_id"], up.output)
+        # An http task (its own API's health) runs too: up serves every built-in type.
+        pinged = api.post("/jobs", json=http_job(f"{up.api}/healthz"))
+        assert pinged.status_code == 201, pinged.text
+        assert pinged.json()["warnings"] == []
+        _await_run_completed(api, pinged.json()["run_id"], up.output)
     _follow_the_readme(up, tmp_path)
 
     assert up.interrupt() == 0, up.output()

@@ -248,6 +248,36 @@ def test_the_run_page_polls_when_the_event_stream_is_unavailable(
     expect(node(page, "b")).to_have_attribute("data-state", "COMPLETED", timeout=RUN_TIMEOUT_MS)
 
 
+def test_a_task_of_a_type_no_worker_serves_says_so_on_the_run_page(
+    page: Page, system: System,
+) -> None:
+    lonely = f"lonely_{uuid.uuid4().hex[:6]}"
+    with system.client() as api:
+        job = submit(api, {"name": f"ui-unserved-{lonely}", "tasks": [
+            {"name": "a", "type": "noop", "next": ["b"]}, {"name": "b", "type": lonely}]})
+        assert job["warnings"] == [f"no worker serves type {lonely!r}: its tasks wait READY "
+                                   "until one starts or their outcome is posted"]
+        wait_task_state(api, job["run_id"], "b", "READY")
+    log_in(page, system, ADMIN_TOKEN)
+    page.goto(ui_url(system) + f"#/runs/{job['run_id']}")
+    row = page.locator('table.tasks tr[data-task="b"]')
+    expect(row.locator(".waiting")).to_have_text(f"no worker serves type {lonely!r}")
+
+
+def wait_task_state(
+    api: httpx.Client, run_id: str, task: str, state: str, timeout_s: float = 60
+) -> None:
+    import time
+
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        tasks = {t["name"]: t["state"] for t in api.get(f"/runs/{run_id}").json()["tasks"]}
+        if tasks[task] == state:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"task {task} of run {run_id} never reached {state}")
+
+
 def wait_state(api: httpx.Client, run_id: str, state: str, timeout_s: float = 60) -> None:
     import time
 

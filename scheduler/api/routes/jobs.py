@@ -81,7 +81,7 @@ def create(
     created = create_job(session, spec, now, resources.secrets)
     session.commit()
     resources.relay_now(created.outbox_ids)
-    return JobPublic.of_detail(get_job(session, created.job_id))
+    return JobPublic.of_detail(get_job(session, created.job_id), resources.served_types())
 
 
 @router.get("", dependencies=[Depends(scope("job.read"))])
@@ -94,10 +94,12 @@ def list_(
 
 
 @router.get("/{job_id}", dependencies=[Depends(scope("job.read"))])
-def read(job_id: UUID, session: SessionDep, principal: PrincipalDep) -> JobPublic:
+def read(
+    job_id: UUID, session: SessionDep, principal: PrincipalDep, resources: ResourcesDep
+) -> JobPublic:
     """One job with its tasks and storage."""
     visible_job(session, job_id, principal.tenant)
-    return JobPublic.of_detail(get_job(session, job_id))
+    return JobPublic.of_detail(get_job(session, job_id), resources.served_types())
 
 
 @router.post("/{job_id}/runs", status_code=201, dependencies=[Depends(scope("job"))])
@@ -110,7 +112,7 @@ def run_now(
     created = create_run(session, job_id, "api", now, now)
     session.commit()
     resources.relay_now(created.outbox_ids)
-    return RunPublic.of_detail(get_run(session, created.run.id))
+    return RunPublic.of_detail(get_run(session, created.run.id), resources.served_types())
 
 
 @router.get("/{job_id}/runs", dependencies=[Depends(scope("job.read"))])
@@ -141,7 +143,7 @@ def commit(
     live = commit_job(session, job_id, now)
     session.commit()
     resources.relay_now(live.outbox_ids)
-    return JobPublic.of_detail(get_job(session, job_id))
+    return JobPublic.of_detail(get_job(session, job_id), resources.served_types())
 
 
 @router.patch(
@@ -168,7 +170,7 @@ def update(
         names = {"tasks": [{"name": task.name} for task in patch.tasks or []]}
         raise RequestValidationError(errors, body=names) from error
     session.commit()
-    return JobPublic.of_detail(get_job(session, job_id))
+    return JobPublic.of_detail(get_job(session, job_id), resources.served_types())
 
 
 @router.delete(

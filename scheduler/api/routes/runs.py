@@ -26,10 +26,12 @@ _REFUSED: dict[int | str, dict[str, Any]] = {409: {
 
 
 @router.get("/{run_id}", dependencies=[Depends(scope("job.read"))])
-def read(run_id: UUID, session: SessionDep, principal: PrincipalDep) -> RunPublic:
-    """The run with its state, progress and tasks."""
+def read(
+    run_id: UUID, session: SessionDep, principal: PrincipalDep, resources: ResourcesDep
+) -> RunPublic:
+    """The run with its state, progress and tasks; a READY task says what it waits for."""
     visible_run(session, run_id, principal.tenant)
-    return RunPublic.of_detail(get_run(session, run_id))
+    return RunPublic.of_detail(get_run(session, run_id), resources.served_types())
 
 
 @router.get("/{run_id}/journal", dependencies=[Depends(scope("job.read"))])
@@ -80,7 +82,7 @@ def _run_action_route(action: RunAction) -> None:
     ) -> RunPublic:
         visible_run(session, run_id, principal.tenant)
         resources.control.run_action(run_id, action, principal.name)
-        return RunPublic.of_detail(get_run(session, run_id))
+        return RunPublic.of_detail(get_run(session, run_id), resources.served_types())
 
     router.post(
         f"/{{run_id}}/{action}", name=f"{action}_run", summary=f"{action.capitalize()} the run",
@@ -97,7 +99,7 @@ def _task_action_route(action: TaskAction) -> None:
     ) -> RunPublic:
         visible_run(session, run_id, principal.tenant)
         resources.control.task_action(run_id, task, action, principal.name)
-        return RunPublic.of_detail(get_run(session, run_id))
+        return RunPublic.of_detail(get_run(session, run_id), resources.served_types())
 
     router.post(
         f"/{{run_id}}/tasks/{{task}}/{action}", name=f"{action}_task",

@@ -92,5 +92,11 @@ function taskTable(run, select) {
       h("td", null, h("button", { type: "button", class: "link", text: task.name, onclick: () => select(task.name) })),
       h("td", { text: task.type }), h("td", null, badge(task.state)), h("td", { text: task.attempt }),
       h("td", { text: task.worker || "—" }), h("td", { text: when(task.started_at) }),
-      h("td", { text: when(task.finished_at) }), h("td", { text: task.message })))));
+      h("td", { text: when(task.finished_at) }), messageCell(task)))));
+}
+
+/** The task's message; for a READY task nobody can start, why it waits (issue 14). */
+function messageCell(task) {
+  if (task.message || !task.waiting_for) return h("td", { text: task.message });
+  return h("td", null, h("span", { class: "waiting", text: task.waiting_for }));
 }

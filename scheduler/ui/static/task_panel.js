@@ -59,7 +59,8 @@ function facts(task) {
     row("Worker", task.worker || "—"),
     row("Started", when(task.started_at)),
     row("Finished", when(task.finished_at)),
-    row("Message", task.message || "—"));
+    row("Message", task.message || "—"),
+    ...(task.waiting_for ? row("Waiting for", task.waiting_for) : []));
 }
 
 /** The task's journal, oldest first; each row says which attempt it belongs to. */

@@ -27,11 +27,13 @@ OPTIONS = UpOptions(host="0.0.0.0", port=8181, data_dir=Path("/data/sw"), concur
 def test_every_component_is_a_child_of_its_own() -> None:
     children = plan_children("/py", {"A": "1"}, OPTIONS)
 
-    assert [c.name for c in children] == ["api", "engine", "beat", "notify", "worker"]
+    assert [c.name for c in children] == [
+        "api", "engine", "beat", "notify", "worker", "connector"]
     assert all(c.argv[:3] == ("/py", "-m", "scheduler.cli.main") for c in children)
     assert children[0].argv[3:] == ("api", "--host", "0.0.0.0", "--port", "8181")
     assert children[4].argv[3:] == ("worker", "--types", "noop,sleep,python,shell",
                                     "--concurrency", "4", "--pool", "threads")  # fmt: skip
+    assert children[5].argv[3:] == ("connector", "--host", "0.0.0.0", "--port", "8191")
     assert all(c.env == {"A": "1"} for c in children)
 
 
@@ -45,12 +47,25 @@ def test_children_get_the_servers_the_token_and_the_data_dir() -> None:
     assert env["STELLWERK_ADMIN_TOKEN"] == "tok"
     assert env["STELLWERK_DATA_DIR"] == "/data/sw"
     assert env["STELLWERK_API_URL"] == "http://127.0.0.1:8181"
+    assert env["STELLWERK_EGRESS_ALLOW"] == "127.0.0.0/8,::1"
+
+
+def test_the_users_own_egress_allowance_wins() -> None:
+    env = child_env({"STELLWERK_EGRESS_ALLOW": "10.0.0.0/8"}, "pg://", "redis://", "tok", OPTIONS)
+
+    assert env["STELLWERK_EGRESS_ALLOW"] == "10.0.0.0/8"
 
 
 def test_a_wildcard_listen_address_is_shown_as_localhost() -> None:
     assert OPTIONS.ui_url == "http://127.0.0.1:8181/"
     assert OPTIONS.api_base == "http://127.0.0.1:8181/api/v1"
     assert UpOptions("::1", 80, Path(), 1).ui_url == "http://[::1]:80/"
+
+
+def test_the_connector_listens_ten_ports_above_the_api_unless_told() -> None:
+    assert OPTIONS.invoke_url == "http://127.0.0.1:8191/invoke"
+    assert UpOptions("127.0.0.1", 65530, Path(), 1).invoke_port == 65520
+    assert UpOptions("127.0.0.1", 8080, Path(), 1, connector_port=9000).invoke_port == 9000
 
 
 def test_health_wait_returns_once_healthz_answers(canned_api: Any) -> None:

@@ -1,0 +1,83 @@
+"""Which task types no live worker serves, said where a user looks (issue 14).
+
+A task of a type nobody serves is accepted (an outside system may post its outcome),
+but it waits READY with no sign of why. So a job's answer carries a warning per such
+type, and a run's READY tasks say what they wait for. A task of a registered worker
+type is served by whoever serves its engine (``webservice`` or ``http``: the connector).
+
+The live workers come from Redis (a scan of their liveness records); :class:`ServedTypes`
+keeps the answer for a second, so a page polled by many costs one scan a second, and
+says nothing (rather than failing the request) when Redis does not answer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import redis
+
+from common.domain.states import TaskState
+from scheduler.services.processors import worker_types
+
+FRESH_FOR = timedelta(seconds=1)
+
+
+def served_by(task_type: str, binding: Mapping[str, Any] | None) -> str:
+    """The queue type whose workers run a task: its engine if bound, else its type."""
+    engine = (binding or {}).get("engine")
+    return engine if isinstance(engine, str) and engine else task_type
+
+
+def not_served(task_type: str) -> str:
+    """The words for a type no live worker serves."""
+    return f"no worker serves type {task_type!r}"
+
+
+def unserved_warnings(
+    tasks: Iterable[tuple[str, Mapping[str, Any] | None]], served: frozenset[str] | None
+) -> list[str]:
+    """One warning per task type (with its binding) that no live worker serves, sorted."""
+    if served is None:
+        return []
+    unserved = {task_type for task_type, binding in tasks
+                if served_by(task_type, binding) not in served}
+    return [f"{not_served(t)}: its tasks wait READY until one starts or their outcome is "
+            f"posted" for t in sorted(unserved)]
+
+
+def waiting_for(
+    state: str, task_type: str, binding: Mapping[str, Any] | None,
+    served: frozenset[str] | None,
+) -> str | None:
+    """Why a READY task has not started, when it is known; None otherwise."""
+    if state != TaskState.READY or served is None:
+        return None
+    return None if served_by(task_type, binding) in served else not_served(task_type)
+
+
+@dataclass
+class ServedTypes:
+    """The types live workers serve, read from their records at most once per ``fresh_for``."""
+
+    fetch_workers: Callable[[], Sequence[Mapping[str, Any]]]
+    fresh_for: timedelta = FRESH_FOR
+    clock: Callable[[], float] = time.monotonic
+    _types: frozenset[str] | None = None
+    _read_at: float = float("-inf")
+
+    def __call__(self) -> frozenset[str] | None:
+        """The served types; None when Redis cannot say (no warning is better than a 500)."""
+        now = self.clock()
+        if now - self._read_at < self.fresh_for.total_seconds():
+            return self._types
+        try:
+            workers = self.fetch_workers()
+        except redis.RedisError:
+            return None
+        self._types = frozenset(t for worker in workers for t in worker_types(worker))
+        self._read_at = now
+        return self._types

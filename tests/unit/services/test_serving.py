@@ -1,0 +1,50 @@
+"""Which types are unserved, and the API's short-lived view of the live workers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+import redis
+
+from scheduler.services.serving import ServedTypes, served_by, unserved_warnings, waiting_for
+
+
+def test_a_bound_task_is_served_by_whoever_serves_its_engine() -> None:
+    assert served_by("billing", {"engine": "webservice"}) == "webservice"
+    assert served_by("render", None) == "render"
+    assert unserved_warnings([("billing", {"engine": "webservice"})],
+                             frozenset({"webservice"})) == []
+    assert waiting_for("READY", "billing", {"engine": "http"}, frozenset({"webservice"})) == (
+        "no worker serves type 'billing'")
+
+
+def test_only_ready_tasks_wait_and_unknown_serving_says_nothing() -> None:
+    assert waiting_for("ACTIVE", "render", None, frozenset()) is None
+    assert waiting_for("READY", "render", None, None) is None
+    assert unserved_warnings([("render", None)], None) == []
+    assert len(unserved_warnings([("render", None), ("render", None)], frozenset())) == 1
+
+
+def test_the_live_workers_are_read_at_most_once_a_second_and_redis_errors_say_nothing() -> None:
+    calls: list[float] = []
+    now = [0.0]
+    answers: list[Sequence[Mapping[str, Any]] | Exception] = [
+        [{"types": ["noop", "sleep"]}], redis.ConnectionError("down"), [{"types": "shell"}]]
+
+    def fetch() -> Sequence[Mapping[str, Any]]:
+        calls.append(now[0])
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    served = ServedTypes(fetch, timedelta(seconds=1), clock=lambda: now[0])
+    assert served() == frozenset({"noop", "sleep"})
+    now[0] = 0.5
+    assert served() == frozenset({"noop", "sleep"})
+    now[0] = 1.5
+    assert served() is None
+    assert served() == frozenset({"shell"})
+    assert calls == [0.0, 1.5, 1.5]
