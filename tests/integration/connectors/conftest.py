@@ -47,7 +47,10 @@ def connector_redis(connector_redis_url: str) -> Iterator[redis.Redis]:
 class ConnectorProcess:
     """``run_connector`` in a subprocess; its output goes to a file shown on failure."""
 
-    def __init__(self, url: str, hostname: str, port: int, log: Path) -> None:
+    def __init__(
+        self, url: str, hostname: str, port: int, log: Path,
+        egress_allow: str = "127.0.0.0/8,::1",
+    ) -> None:
         self.hostname = hostname
         self.port = port
         self.log = log
@@ -58,7 +61,7 @@ class ConnectorProcess:
             "STELLWERK_SECRET_KEY": SECRET_KEY,
             "STELLWERK_CALLBACK_URL": CALLBACK_BASE,
             # The stub services listen on loopback, refused unless allowed.
-            "STELLWERK_EGRESS_ALLOW": "127.0.0.0/8,::1",
+            "STELLWERK_EGRESS_ALLOW": egress_allow,
             "PYTHONUNBUFFERED": "1",
         }
         code = (
