@@ -8,7 +8,17 @@ from __future__ import annotations
 
 import typer
 
-from scheduler.cli import components, control, health, history, jobs, runs, tokens, up
+from scheduler.cli import (
+    components,
+    control,
+    health,
+    history,
+    jobs,
+    prune,
+    runs,
+    tokens,
+    up,
+)
 
 
 def build_app() -> typer.Typer:
@@ -28,6 +38,7 @@ def build_app() -> typer.Typer:
     history.register(app)
     control.register(app)
     tokens.register(app)
+    prune.register(app)
     return app
 
 

@@ -6,8 +6,7 @@ The value is printed once, alone on stdout, so that ``TOKEN=$(stellwerk token cr
 
 from __future__ import annotations
 
-import re
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Annotated, Any
 
 import typer
@@ -21,11 +20,10 @@ from scheduler.cli.client import (
     call,
     resolve_connection,
 )
-from scheduler.cli.errors import CliError, reporting_errors
+from scheduler.cli.durations import parse_duration
+from scheduler.cli.errors import reporting_errors
 
 PANEL = "Client"
-_UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-_DURATION = re.compile(r"(\d+)([smhdw])")
 
 
 def register(app: typer.Typer) -> None:
@@ -67,12 +65,3 @@ def create(
         "Store it now: it cannot be shown again.", soft_wrap=True,
     )
     typer.echo(created.get("token"))
-
-
-def parse_duration(text: str) -> timedelta:
-    """``30d`` → 30 days; a number with one unit of s, m, h, d or w."""
-    match = _DURATION.fullmatch(text.strip())
-    if match is None or int(match.group(1)) == 0:
-        raise CliError(f"--expires-in: expected a positive number and a unit (s, m, h, d, w), "
-                       f"e.g. 30d; got {text!r}")
-    return timedelta(**{_UNITS[match.group(2)]: int(match.group(1))})
