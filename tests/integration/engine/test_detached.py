@@ -60,6 +60,12 @@ def row(sessions: sessionmaker[Session], task_id: uuid.UUID) -> TaskRun:
         return found
 
 
+def signals(session: Session, ids: list[int]) -> list[Activation]:
+    """The activations the outbox rows ``ids`` carry."""
+    payloads = session.scalars(select(OutboxMessage.payload).where(OutboxMessage.id.in_(ids)))
+    return [Activation.model_validate(p) for p in payloads]
+
+
 def test_a_detached_start_holds_the_attempt_by_its_timeout_not_a_lease(
     quiet_settings: Settings,
 ) -> None:
@@ -104,13 +110,15 @@ def test_the_beat_times_a_silent_detached_attempt_out_and_a_retry_starts_attache
     report(engine, run_id, task_id, "started", detached=True)
     deadline = row(sessions, task_id).deadline_at
     assert deadline is not None
+    # The duty is global: the other tests' detached attempts, started earlier, are due
+    # a second before this one's deadline too (on a busy machine) and again after it.
     with sessions.begin() as session:
-        assert duties.time_out_attempts(session, deadline - timedelta(seconds=1)) == []
-        ids = duties.time_out_attempts(session, deadline + timedelta(seconds=1))
-        payloads = session.scalars(select(OutboxMessage.payload)
-                                   .where(OutboxMessage.id.in_(ids))).all()
-    # Detached attempts of the other tests are due by then too.
-    (signal,) = [s for s in map(Activation.model_validate, payloads) if s.run_id == run_id]
+        early = signals(session, duties.time_out_attempts(session, deadline - timedelta(seconds=1)))
+    assert [s for s in early if s.run_id == run_id] == []
+    assert row(sessions, task_id).deadline_at == deadline  # not claimed early
+    with sessions.begin() as session:
+        late = signals(session, duties.time_out_attempts(session, deadline + timedelta(seconds=1)))
+    (signal,) = [s for s in late if s.run_id == run_id]
     assert (signal.signal, signal.task, signal.attempt) == ("task_timeout", "a", 1)
     engine.apply([Incoming(signal.message_id, run_id, signal)])
     failed = row(sessions, task_id)
