@@ -11,7 +11,15 @@ import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from common.domain.builtin_params import check_params
 from common.domain.graph import Graph, GraphError
@@ -25,8 +33,19 @@ MAX_TASKS = 20_000
 MAX_DURATION = timedelta(days=3650)
 EARLIEST = datetime(1970, 1, 1, tzinfo=UTC)
 LATEST = datetime(9000, 1, 1, tzinfo=UTC)
-Positive = Annotated[timedelta, Field(gt=timedelta(0), le=MAX_DURATION)]
-NotNegative = Annotated[timedelta, Field(ge=timedelta(0), le=MAX_DURATION)]
+# The bounds in the published schema (issue 14): years 1971 to 8998, so that any UTC
+# offset keeps the instant inside them. The validator stays the rule (its message is
+# clearer than "does not match pattern"); the pattern only tells clients.
+INSTANT_YEARS = r"^(197[1-9]|19[89][0-9]|[2-7][0-9]{3}|8[0-8][0-9]{2}|89[0-8][0-9]|899[0-8])-"
+# Published as seconds, as they are answered (``ser_json_timedelta``); an ISO 8601
+# duration is read too. The bounds in the schema: a clock's millisecond is the least.
+_SECONDS = "Seconds (an ISO 8601 duration such as PT1H is read too), at most ten years."
+Positive = Annotated[timedelta, Field(gt=timedelta(0), le=MAX_DURATION), WithJsonSchema({
+    "type": "number", "minimum": 0.001, "maximum": MAX_DURATION.total_seconds(),
+    "description": _SECONDS})]
+NotNegative = Annotated[timedelta, Field(ge=timedelta(0), le=MAX_DURATION), WithJsonSchema({
+    "type": "number", "minimum": 0, "maximum": MAX_DURATION.total_seconds(),
+    "description": _SECONDS})]
 # No longer than the columns that hold them (a longer value was a 500 from the database).
 ShortText = Annotated[str, Field(max_length=200)]
 
@@ -39,7 +58,9 @@ def _instant(value: datetime) -> datetime:
     return value
 
 
-Instant = Annotated[datetime, AfterValidator(_instant)]
+Instant = Annotated[
+    datetime, AfterValidator(_instant), Field(json_schema_extra={"pattern": INSTANT_YEARS}),
+]
 
 
 class Strict(BaseModel):
@@ -52,7 +73,8 @@ class TaskSpec(Strict):
     """One task of a job's graph, as written by the user."""
 
     name: str = Field(min_length=1, max_length=200)
-    type: str = Field(min_length=1, max_length=100)
+    type: str = Field(min_length=1, max_length=100,
+                      json_schema_extra={"pattern": TYPE_PATTERN.pattern})
     params: dict[str, Any] = Field(default_factory=dict)
     secure_params: dict[str, Any] | None = None
     next: list[str] = Field(default_factory=list)
@@ -82,9 +104,12 @@ class TaskSpec(Strict):
 class TaskDefaults(Strict):
     """Defaults applied to every task that does not set its own."""
 
-    timeout: Positive = timedelta(hours=12)
+    # The schema's defaults in seconds, as the durations are published (pydantic would
+    # write them as ISO durations, which the number schema does not admit).
+    timeout: Positive = Field(default=timedelta(hours=12), json_schema_extra={"default": 43200})
     retries: int = Field(default=0, ge=0, le=100)
-    retry_backoff: NotNegative = timedelta(seconds=1)
+    retry_backoff: NotNegative = Field(default=timedelta(seconds=1),
+                                       json_schema_extra={"default": 1})
 
 
 class Schedule(Strict):

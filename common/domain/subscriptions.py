@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from fnmatch import fnmatchcase
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from uuid import UUID
 
 from pydantic import (
@@ -25,6 +25,8 @@ from pydantic import (
     model_validator,
 )
 
+from common.domain.header_schema import headers_schema
+
 EventPattern = Annotated[str, StringConstraints(
     min_length=1, max_length=200, pattern=r"^[a-z0-9_.*?\[\]!-]+$",
 )]
@@ -33,9 +35,24 @@ Name = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 _HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,100}$")
 # Set by the runner itself: a subscription must not be able to forge or break them.
 RESERVED_HEADERS = frozenset({"content-type", "content-length", "host", "transfer-encoding",
-                              "connection"})
+                              "connection",
+                              # Standard Webhooks' (scheduler.notify.signing, issue 14)
+                              "webhook-id", "webhook-timestamp", "webhook-signature"})
 RESERVED_PREFIX = "x-stellwerk-"
 MAX_HEADERS = 50
+
+# The header rules of ``WebhookTarget``, as the published schema states them (issue 14).
+_HEADERS_SCHEMA = headers_schema(
+    reserved=RESERVED_HEADERS, reserved_prefixes=[RESERVED_PREFIX], max_headers=MAX_HEADERS,
+    max_name_chars=100, max_value_chars=8000,
+)
+# Exactly one kind of target, and ``queue`` only with a Celery task (``Target``).
+_ONE_TARGET: dict[str, Any] = {"oneOf": [
+    {"required": ["webhook"], "properties": {"webhook": {"type": "object"}},
+     "not": {"anyOf": [{"required": ["celery_task"]}, {"required": ["queue"]}]}},
+    {"required": ["celery_task"], "properties": {"celery_task": {"type": "string"}},
+     "not": {"required": ["webhook"]}},
+]}
 TargetKind = Literal["webhook", "celery_task"]
 
 
@@ -58,13 +75,15 @@ class WebhookTarget(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    url: AnyHttpUrl = Field(description="http or https URL the events are POSTed to.")
+    url: AnyHttpUrl = Field(description="http or https URL the events are POSTed to.",
+                            json_schema_extra={"maxLength": 2000})
     secret: SecretStr = Field(
         min_length=1, max_length=1000,
         description="Key of the HMAC-SHA256 in X-Stellwerk-Signature. Write-only.",
     )
     headers: dict[str, str] = Field(
         default_factory=dict, description="Extra request headers. Values are write-only.",
+        json_schema_extra=_HEADERS_SCHEMA,
     )
 
     @field_validator("url")
@@ -94,7 +113,7 @@ class WebhookTarget(BaseModel):
 class Target(BaseModel):
     """Exactly one of: ``{"webhook": {...}}`` or ``{"celery_task": name, "queue": ...}``."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_ONE_TARGET)
 
     webhook: WebhookTarget | None = None
     celery_task: Name | None = Field(

@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from common.domain.header_schema import headers_schema
+
 MAX_URL_CHARS = 2000
 MAX_HEADERS = 50
 MAX_HEADER_NAME_CHARS = 200
@@ -51,8 +53,19 @@ def _headers(value: dict[str, str]) -> dict[str, str]:
     return value
 
 
-HttpUrl = Annotated[str, Field(max_length=MAX_URL_CHARS), AfterValidator(_url)]
-Headers = Annotated[dict[str, str], AfterValidator(_headers)]
+# The published schema's reading of ``_url`` (issue 14): http(s), a host, no user:password@.
+URL_PATTERN = r"^https?://[^/?#@\s:\[\]]+(:[0-9]{1,5})?([/?#]\S*)?$"
+HttpUrl = Annotated[
+    str, Field(max_length=MAX_URL_CHARS, json_schema_extra={"pattern": URL_PATTERN}),
+    AfterValidator(_url),
+]
+_HEADERS_SCHEMA = headers_schema(
+    reserved=RESERVED_HEADERS, max_headers=MAX_HEADERS, max_name_chars=MAX_HEADER_NAME_CHARS,
+    max_value_chars=MAX_HEADER_VALUE_CHARS,
+)
+Headers = Annotated[
+    dict[str, str], AfterValidator(_headers), Field(json_schema_extra=_HEADERS_SCHEMA),
+]
 
 
 class WebServiceSettings(BaseModel):

@@ -57,7 +57,9 @@ class WorkerTemplate(Strict):
 class WorkerTypeSpec(Strict):
     """A worker type as ``POST /worker-types`` accepts it."""
 
-    name: str = Field(min_length=1, max_length=100)
+    name: str = Field(min_length=1, max_length=100, json_schema_extra={
+        "pattern": TYPE_PATTERN.pattern, "not": {"enum": [*sorted(BUILTIN_TYPES)]},
+    })
     engine: Engine = "webservice"
     url: HttpUrl
     headers: Headers = Field(default_factory=dict, description="Write-only: stored sealed, "

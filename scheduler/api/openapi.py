@@ -11,13 +11,15 @@ FastAPI writes three things this API does not do, and leaves out one rule it doe
 - no string anywhere may hold the NUL character (``scheduler.api.payload`` refuses it on
   every route: PostgreSQL cannot store it). The rule is applied in one place, so it is
   declared in one place: a ``pattern`` on every string (and object key) that has no
-  narrower rule of its own, so a client generated from the document knows it.
+  narrower rule of its own, and free-form JSON values (params, storage, output) as
+  ``StorableJson``, so a client generated from the document knows it.
 
 ``openapi_document`` is called once per app and cached there, as FastAPI does.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from typing import Any
 
@@ -35,7 +37,22 @@ _EVENT_STREAM_SCHEMA = {
     "Each has `event:` (the event's name, e.g. `run.started`), `id:` (give it back as "
     "`Last-Event-ID` to resume) and `data:` (the event as JSON, as webhooks get it).",
 }
-_NARROWED = ("pattern", "format", "enum", "const")
+_NARROWED = ("pattern", "enum", "const")
+# Formats whose values cannot hold a NUL (``password``, for one, can).
+_NUL_FREE_FORMATS = frozenset({"uuid", "date-time", "date", "time", "duration", "uri", "email"})
+STORABLE_JSON = "StorableJson"
+_STORABLE_REF = {"$ref": f"#/components/schemas/{STORABLE_JSON}"}
+_STORABLE_JSON_SCHEMA = {
+    "description": "Any JSON value without the NUL character (U+0000) in a string or key: "
+    "PostgreSQL cannot store it.",
+    "anyOf": [
+        {"type": "string", "pattern": NO_NUL},
+        {"type": ["number", "boolean", "null"]},
+        {"type": "array", "items": _STORABLE_REF},
+        {"type": "object", "propertyNames": {"pattern": NO_NUL},
+         "additionalProperties": _STORABLE_REF},
+    ],
+}
 
 
 def openapi_document(app: FastAPI) -> dict[str, Any]:
@@ -49,6 +66,8 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
             _event_stream(operation)
             _problems_only(operation)
         _forbid_nul(document)
+        schemas = document.setdefault("components", {}).setdefault("schemas", {})
+        schemas[STORABLE_JSON] = copy.deepcopy(_STORABLE_JSON_SCHEMA)
         app.openapi_schema = document
     return app.openapi_schema
 
@@ -92,8 +111,11 @@ def _forbid_nul(node: Any) -> None:
 
 def _narrow(schema: dict[str, Any]) -> None:
     kinds = schema.get("type")
-    if kinds == "string" and not any(key in schema for key in _NARROWED):
+    narrowed = schema.get("format") in _NUL_FREE_FORMATS or any(k in schema for k in _NARROWED)
+    if kinds == "string" and not narrowed:
         schema["pattern"] = NO_NUL
     keyed = kinds == "object" and schema.get("additionalProperties") is not False
     if keyed and "propertyNames" not in schema:
         schema["propertyNames"] = {"pattern": NO_NUL}
+    if schema.get("additionalProperties") is True:  # a free-form value: any storable one
+        schema["additionalProperties"] = dict(_STORABLE_REF)

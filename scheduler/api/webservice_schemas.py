@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from common.domain.spec import Strict
 from common.domain.webservice import ReportedState, outcome_of_status
@@ -64,6 +64,14 @@ class OutcomePostBack(Strict):
     Either ``state`` (with ``output`` and ``message``) or ``status`` alone: 2xx is
     COMPLETED, 401/403/409 REJECTED, any other FAILED (the status becomes the output).
     """
+
+    # The one-form rule of ``_one_form``, as the published schema states it (issue 14).
+    model_config = ConfigDict(json_schema_extra={"oneOf": [
+        {"required": ["state"], "properties": {"state": {"type": "string"}},
+         "not": {"required": ["status"]}},
+        {"required": ["status"], "properties": {"status": {"type": "integer"}},
+         "not": {"anyOf": [{"required": [k]} for k in ("state", "output", "message")]}},
+    ]})
 
     state: ReportedState | None = None
     status: int | None = Field(default=None, ge=100, le=599)

@@ -15,6 +15,8 @@ from typing import Any, Generic, TypeVar
 from scheduler.services.errors import InvalidInput
 
 T = TypeVar("T")
+# What every cursor looks like (unpadded base64url); the published schema says it.
+CURSOR_PATTERN = "^[A-Za-z0-9_-]+$"
 
 
 @dataclass(frozen=True)

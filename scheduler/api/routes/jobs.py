@@ -31,11 +31,13 @@ from scheduler.api.schemas import (
     RunsPublic,
 )
 from scheduler.services.access import listed_tenant, tenant_of_new_job
+from scheduler.services.egress_checks import check_job
 from scheduler.services.errors import InvalidInput
 from scheduler.services.job_lifecycle import commit_job, delete_job
 from scheduler.services.job_queries import JobFilter, JobStateName, get_job, list_jobs
 from scheduler.services.job_update import update_job
 from scheduler.services.jobs import create_job
+from scheduler.services.pages import CURSOR_PATTERN
 from scheduler.services.run_queries import get_run, list_runs
 from scheduler.services.runs import create_run
 from scheduler.services.tenancy import visible_job
@@ -43,14 +45,20 @@ from scheduler.services.tenancy import visible_job
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
 Limit = Annotated[int, Query(ge=1, le=500, description="Page size.")]
-Cursor = Annotated[str | None, Query(description="`next_cursor` of the previous page.")]
+Cursor = Annotated[str | None, Query(
+    description="`next_cursor` of the previous page.",
+    json_schema_extra={"pattern": CURSOR_PATTERN},  # what one looks like (issue 14)
+)]
 
 
 def job_filter(
     job_type: Annotated[str | None, Query(alias="type")] = None,
     application: str | None = None,
     tenant: str | None = None,
-    label: Annotated[list[str] | None, Query(description="`key=value`, repeatable.")] = None,
+    label: Annotated[list[str] | None, Query(
+        description="`key=value`, repeatable.",
+        json_schema_extra={"items": {"type": "string", "pattern": "^[^=\\u0000]+=[^\\u0000]*$"}},
+    )] = None,
     state: Annotated[list[JobStateName] | None, Query(description="Repeatable: any of.")] = None,
     *, principal: PrincipalDep,
     name: Annotated[str | None, Query(
@@ -78,6 +86,7 @@ def create(
     """Create a job; a one-off job gets its run at once (its id is ``run_id``)."""
     check_params_sizes(spec, limits.max_params_bytes)
     spec = spec.model_copy(update={"tenant": tenant_of_new_job(principal, spec.tenant)})
+    check_job(session, resources.egress, spec)
     created = create_job(session, spec, now, resources.secrets)
     session.commit()
     resources.relay_now(created.outbox_ids)
@@ -161,6 +170,7 @@ def update(
     """
     visible_job(session, job_id, principal.tenant)
     check_params_sizes(patch, limits.max_params_bytes)
+    check_job(session, resources.egress, patch)
     try:
         update_job(session, job_id, patch, now, resources.secrets)
     except ValidationError as error:

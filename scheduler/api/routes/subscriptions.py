@@ -13,12 +13,14 @@ from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response
 
 from scheduler.api.deps import NowDep, PrincipalDep, ResourcesDep, SessionDep, require_json, scope
+from scheduler.api.routes.jobs import Cursor
 from scheduler.api.subscription_schemas import (
     DeliveriesPublic,
     SubscriptionCreate,
     SubscriptionPublic,
     SubscriptionsPublic,
 )
+from scheduler.services.egress_checks import check_subscription
 from scheduler.services.subscription_queries import (
     get_subscription,
     list_deliveries,
@@ -29,7 +31,6 @@ from scheduler.services.subscriptions import create_subscription, delete_subscri
 router = APIRouter(prefix="/subscriptions", tags=["subscriptions"])
 
 Limit = Annotated[int, Query(ge=1, le=500, description="Page size.")]
-Cursor = Annotated[str | None, Query(description="`next_cursor` of the previous page.")]
 DeliveryState = Literal["pending", "delivered", "dead"]
 
 
@@ -39,6 +40,7 @@ def create(
     principal: PrincipalDep,
 ) -> SubscriptionPublic:
     """Subscribe a webhook or a Celery task to the events the patterns and selector pick."""
+    check_subscription(resources.egress, body)
     created = create_subscription(session, principal, body, secrets=resources.secrets, now=now)
     session.commit()
     return SubscriptionPublic.of(created)
