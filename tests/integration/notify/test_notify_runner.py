@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from kombu import Connection
+from standardwebhooks.webhooks import Webhook
 
 from common.messaging.messages import utcnow
 from scheduler.notify.backoff import NextStep
@@ -55,6 +56,10 @@ def test_matching_events_are_posted_signed_in_order(notify: Notify, runner: Noti
                       headers["x-stellwerk-signature"])
         assert headers["x-stellwerk-signature"].startswith("sha256=")
         assert headers["x-stellwerk-event-id"] == str(sent.id)
+        # Standard Webhooks (issue 14): its library verifies the same request.
+        standard = Webhook(SECRET.encode()).verify(request.body, dict(headers.items()))
+        assert standard == json.loads(request.body)
+        assert headers["webhook-id"] == str(sent.id)
         assert headers["x-team"] == "ops"
         assert request.json["id"] == str(sent.id)
         assert request.json["run_id"] == str(run)
