@@ -13,6 +13,7 @@ from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.config import Settings
+from common.egress import EgressPolicy
 from common.messaging.celery_app import make_celery
 from common.messaging.liveness import live_workers
 from common.messaging.messages import utcnow
@@ -52,6 +53,8 @@ class Resources:
     callback_key: SecretStr | None
     # The task types live workers serve, for the "no worker serves type X" warnings.
     served_types: ServedTypes
+    # Targets refused when written, where the policy can judge them without a lookup.
+    egress: EgressPolicy
 
     @classmethod
     def open(cls, settings: Settings, clock: Clock = utcnow, pool_size: int = 5) -> Resources:
@@ -78,6 +81,7 @@ class Resources:
             secrets=SecretBox(settings.secret_key), reports=reports,
             callback_key=settings.secret_key,
             served_types=ServedTypes(lambda: live_workers(client)),
+            egress=settings.egress,
         )
 
     def relay_now(self, outbox_ids: Sequence[int]) -> None:

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from sqlalchemy.exc import InterfaceError, OperationalError
 from sqlalchemy.orm import Session
 
+from common.egress import EgressPolicy
 from common.messaging.requests import (
     CreateJob,
     CreateSubscription,
@@ -35,6 +36,7 @@ from scheduler.engine.writer import claim_messages
 from scheduler.producers.answers import answer_event, reason_of, refuse, reply
 from scheduler.producers.validation import Sender, job_body, request_faults, subscription_body
 from scheduler.services.access import Principal, tenant_of_new_job
+from scheduler.services.egress_checks import check_job, check_subscription
 from scheduler.services.job_lifecycle import delete_job
 from scheduler.services.jobs import create_job
 from scheduler.services.subscriptions import create_subscription, delete_subscription
@@ -52,10 +54,12 @@ class RequestHandler:
     """Applies requests with the services the REST API uses, and answers them."""
 
     def __init__(
-        self, *, limits: Limits, secrets: SecretBox, cancel_run: Callable[[UUID], None]
+        self, *, limits: Limits, secrets: SecretBox, cancel_run: Callable[[UUID], None],
+        egress: EgressPolicy,
     ) -> None:
         self._limits = limits
         self._secrets = secrets
+        self._egress = egress  # literal targets are refused as the API refuses them
         self._cancel_run = cancel_run  # a forced delete cancels runs as the API does
 
     def handle(self, session: Session, payload: Any, now: datetime) -> list[int]:
@@ -100,6 +104,7 @@ class RequestHandler:
                 )
             case CreateSubscription():
                 body = subscription_body(request.body, self._limits)
+                check_subscription(self._egress, body)
                 create_subscription(
                     session, principal, body, secrets=self._secrets, now=now,
                     event_extra={"request_id": request_id},
@@ -116,6 +121,7 @@ class RequestHandler:
     ) -> list[int]:
         spec = job_body(request.body, self._limits)
         spec = spec.model_copy(update={"tenant": tenant_of_new_job(principal, spec.tenant)})
+        check_job(session, self._egress, spec)
         created = create_job(session, spec, now, self._secrets, request_id=request.request_id)
         return created.outbox_ids
 

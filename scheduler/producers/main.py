@@ -34,6 +34,7 @@ def build_request_consumer(settings: Settings) -> RequestConsumer:
     )
     handler = RequestHandler(
         limits=Limits.of(settings), secrets=SecretBox(settings.secret_key),
+        egress=settings.egress,
         cancel_run=lambda run_id: control.run_action(run_id, "cancel", ACTOR),
     )
     reader = BatchReader(client, [JOBS_QUEUE], owner=f"producers-{default_owner()}")

@@ -13,6 +13,7 @@ from scheduler.api.errors import PROBLEM_JSON
 from scheduler.api.limits import LimitsDep
 from scheduler.api.schemas import Problem
 from scheduler.api.webservice_schemas import WorkerTypeCreate, WorkerTypePublic, WorkerTypesPublic
+from scheduler.services.egress_checks import check_worker_type
 from scheduler.services.errors import InvalidInput
 from scheduler.services.worker_types import (
     delete_type,
@@ -48,6 +49,7 @@ def create(
     if size > limits.max_params_bytes:
         raise InvalidInput(("body", "job_template", "params"),
                            f"is {size} bytes as JSON; the limit is {limits.max_params_bytes}")
+    check_worker_type(resources.egress, spec)
     row = register(session, spec, now, resources.secrets, principal.name)
     session.commit()
     return WorkerTypePublic.of(row)

@@ -146,6 +146,20 @@ REFUSED_BODIES = {
 }
 
 
+def test_an_internal_literal_target_is_refused_as_the_rest_api_refuses_it(
+    producer: Celery, rds: redis.Redis, rest: TestClient, reply_to: str
+) -> None:
+    # The egress policy (issue 14): the cloud metadata address is refused when written.
+    body = {"name": "m", "tasks": [{"name": "x", "type": "http", "params": {
+        "url": "http://169.254.169.254/latest/meta-data/"}}]}
+    expected = rest.post("/api/v1/jobs", json=body)
+    assert expected.status_code == 422, expected.text
+    event = ask(producer, rds, request("create_job", reply_to, body=body))
+    assert event["event"] == "request.failed"
+    assert event["reason"] == ("tasks[0].params.url (task 'x'): egress: 169.254.169.254 is a "
+                               "cloud metadata address, always refused")
+
+
 @pytest.mark.parametrize("case", sorted(REFUSED_BODIES))
 def test_a_refusal_reads_as_the_rest_api_words_it(
     producer: Celery, rds: redis.Redis, rest: TestClient, reply_to: str, case: str
