@@ -3,19 +3,23 @@
 Two grouped counts per scrape. They read every row of ``runs`` and ``task_runs`` (no
 index on state), fast for the sizes Stellwerk keeps; a statement timeout bounds a
 scrape of a huge database, which then reports the counts as unavailable, not slow.
+Given a ``tenant`` (a tenant-bound token's), each count is of that tenant's jobs and
+subscriptions only (issue 14).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
-from sqlalchemy import func, select, text
+from sqlalchemy import Select, func, select, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
-from common.persistence.models import Delivery, NotifyEvents, Run, Subscription, TaskRun
+from common.persistence.models import Delivery, Job, NotifyEvents, Run, Subscription, TaskRun
 
 _STATEMENT_TIMEOUT_MS = 5000
+_Query = TypeVar("_Query", bound=Select[*tuple[Any, ...]])
 
 
 @dataclass(frozen=True)
@@ -26,15 +30,18 @@ class StateCounts:
     tasks: dict[tuple[str, str], int]
 
 
-def state_counts(session: Session) -> StateCounts | None:
-    """The counts, or None if the database did not answer within the timeout."""
+def state_counts(session: Session, tenant: str | None = None) -> StateCounts | None:
+    """The counts (of ``tenant``'s jobs), or None if the database did not answer in time."""
+    runs_query = select(Run.state, func.count()).group_by(Run.state)
+    tasks_query = select(TaskRun.type, TaskRun.state, func.count()).group_by(
+        TaskRun.type, TaskRun.state)
+    if tenant is not None:
+        runs_query = _of_tenant(runs_query, tenant)
+        tasks_query = _of_tenant(tasks_query.join(Run, Run.id == TaskRun.run_id), tenant)
     try:
         session.execute(text(f"SET LOCAL statement_timeout = {_STATEMENT_TIMEOUT_MS}"))
-        runs = session.execute(select(Run.state, func.count()).group_by(Run.state)).all()
-        tasks = session.execute(
-            select(TaskRun.type, TaskRun.state, func.count())
-            .group_by(TaskRun.type, TaskRun.state)
-        ).all()
+        runs = session.execute(runs_query).all()
+        tasks = session.execute(tasks_query).all()
     except OperationalError:  # the statement timeout (QueryCanceled)
         session.rollback()
         return None
@@ -42,6 +49,11 @@ def state_counts(session: Session) -> StateCounts | None:
         runs={state: int(n) for state, n in runs},
         tasks={(type_, state): int(n) for type_, state, n in tasks},
     )
+
+
+def _of_tenant(query: _Query, tenant: str) -> _Query:
+    """``query`` (which reads ``runs``) narrowed to the runs of ``tenant``'s jobs."""
+    return query.join(Job, Job.id == Run.job_id).where(Job.tenant == tenant)
 
 
 @dataclass(frozen=True)
@@ -52,20 +64,25 @@ class DeliveryCount:
     attempts: int
 
 
-def delivery_counts(session: Session) -> dict[tuple[str, str], DeliveryCount] | None:
+def delivery_counts(
+    session: Session, tenant: str | None = None,
+) -> dict[tuple[str, str], DeliveryCount] | None:
     """Notify deliveries by (target kind, state), or None on the statement timeout.
 
     Finished deliveries are kept for a week (``scheduler.notify.delivery_loop``), so
     these are the counts over that window.
     """
+    query = (
+        select(Subscription.target, Delivery.state, func.count(),
+               func.coalesce(func.sum(Delivery.attempts), 0))
+        .join(Subscription, Subscription.id == Delivery.subscription_id)
+        .group_by(Subscription.target, Delivery.state)
+    )
+    if tenant is not None:
+        query = query.where(Subscription.tenant == tenant)
     try:
         session.execute(text(f"SET LOCAL statement_timeout = {_STATEMENT_TIMEOUT_MS}"))
-        rows = session.execute(
-            select(Subscription.target, Delivery.state, func.count(),
-                   func.coalesce(func.sum(Delivery.attempts), 0))
-            .join(Subscription, Subscription.id == Delivery.subscription_id)
-            .group_by(Subscription.target, Delivery.state)
-        ).all()
+        rows = session.execute(query).all()
     except OperationalError:
         session.rollback()
         return None

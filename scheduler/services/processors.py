@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from common.domain.states import TaskState
-from common.persistence.models import TaskRun
+from common.persistence.models import Job, Run, TaskRun
 
 
 @dataclass(frozen=True)
@@ -33,15 +33,21 @@ class ProcessorView:
         return bool(self.workers)
 
 
-def processors(session: Session, workers: Sequence[Mapping[str, Any]]) -> list[ProcessorView]:
-    """Every type that a live worker serves or a READY task needs, sorted by name."""
-    ready: dict[str, int] = {
-        type_: int(n)
-        for type_, n in session.execute(
-            select(TaskRun.type, func.count())
-            .where(TaskRun.state == TaskState.READY).group_by(TaskRun.type)
-        ).all()
-    }
+def processors(
+    session: Session, workers: Sequence[Mapping[str, Any]], tenant: str | None = None,
+) -> list[ProcessorView]:
+    """Every type that a live worker serves or a READY task needs, sorted by name.
+
+    Given a ``tenant`` (a tenant-bound token's), the READY tasks are that tenant's only,
+    so another tenant's waiting work is neither counted nor named (issue 14). Workers
+    are shared by every tenant: they are listed all the same.
+    """
+    query = (select(TaskRun.type, func.count())
+             .where(TaskRun.state == TaskState.READY).group_by(TaskRun.type))
+    if tenant is not None:
+        query = (query.join(Run, Run.id == TaskRun.run_id).join(Job, Job.id == Run.job_id)
+                 .where(Job.tenant == tenant))
+    ready = {type_: int(n) for type_, n in session.execute(query).all()}
     serving: defaultdict[str, list[Mapping[str, Any]]] = defaultdict(list)
     for worker in workers:
         for type_ in worker_types(worker):

@@ -6,6 +6,12 @@ of the task queues of every type that is served or has READY tasks; for
 the engine's and beat's loop timings (``common.messaging.loop_timings``).
 A registry is built per scrape, so nothing lives at import time and no process-wide
 state is shared between apps.
+
+A tenant-bound token gets its tenant's runs, tasks and deliveries only: queue depths,
+workers and loop timings are the whole system's, so they are left out (issue 14). No
+label is called ``instance``: Prometheus sets that one to the scraped target and
+renames a scraped ``instance`` to ``exported_instance``; the process a loop timing
+comes from is ``process``.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
+from sqlalchemy.orm import Session
 
 from common.domain.states import RunState, TaskState
 from common.messaging.liveness import live_workers
@@ -27,7 +34,8 @@ from common.messaging.messages import (
     RESULTS_QUEUE,
     task_queue,
 )
-from scheduler.api.deps import ResourcesDep, SessionDep, scope
+from scheduler.api.deps import PrincipalDep, ResourcesDep, SessionDep, scope
+from scheduler.api.resources import Resources
 from scheduler.services.metrics import (
     DeliveryCount,
     StateCounts,
@@ -50,9 +58,25 @@ _DELIVERY_STATES = ("pending", "delivered", "dead")
     responses={200: {"content": {CONTENT_TYPE_LATEST: {"schema": {"type": "string"}}},
                      "description": "Prometheus text exposition format."}},
 )
-def metrics(session: SessionDep, resources: ResourcesDep) -> Response:
-    """Runs and tasks by state, queue depths and live workers, for Prometheus."""
-    counts = state_counts(session)
+def metrics(session: SessionDep, resources: ResourcesDep, principal: PrincipalDep) -> Response:
+    """Runs and tasks by state, queue depths and live workers, for Prometheus.
+
+    For a tenant-bound token: its tenant's runs, tasks and deliveries only.
+    """
+    counts = state_counts(session, principal.tenant)
+    families = [*_state_families(counts),
+                *_delivery_families(delivery_counts(session, principal.tenant))]
+    if principal.tenant is None:
+        families += _system_families(session, resources, counts)
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Snapshot(families))
+    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def _system_families(
+    session: Session, resources: Resources, counts: StateCounts | None,
+) -> list[Metric]:
+    """Queue depths, live workers and loop timings: the whole system's."""
     workers = live_workers(resources.redis)
     types = {t for w in workers for t in worker_types(w)}
     types |= {type_ for type_, _ in counts.tasks} if counts else set()
@@ -64,17 +88,12 @@ def metrics(session: SessionDep, resources: ResourcesDep) -> Response:
     samples = [((q,), int(d)) for q, d in zip(queues, depths, strict=True)]
     if (pending := pending_notify_events(session)) is not None:
         samples.insert(2, ((_NOTIFY_QUEUE,), pending))
-    families = [
-        *_state_families(counts),
+    return [
         _gauge("stellwerk_queue_depth", "Messages waiting in a queue (for stellwerk.notify: "
                "event rows in PostgreSQL).", ["queue"], samples),
         _gauge("stellwerk_workers", "Live workers.", [], [((), len(workers))]),
         _loop_family(read_timings(resources.redis)),
-        *_delivery_families(delivery_counts(session)),
     ]
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(_Snapshot(families))
-    return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
 
 def _state_families(counts: StateCounts | None) -> list[Metric]:
@@ -116,7 +135,7 @@ def _loop_family(timings: list[TimingSnapshot]) -> HistogramMetricFamily:
     family = HistogramMetricFamily(
         "stellwerk_loop_seconds", "Duration of one loop iteration (engine_batch: applying "
         "one batch of messages; beat_step: one beat step), per process since it started.",
-        labels=["loop", "instance"],
+        labels=["loop", "process"],
     )
     for snap in timings:
         buckets = [("+Inf" if bound == float("inf") else repr(bound), n)

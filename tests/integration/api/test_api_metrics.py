@@ -95,13 +95,11 @@ def test_metrics_show_the_loop_timings_each_process_writes(
 
     samples = _samples(client.get("/api/v1/metrics").text)
 
-    labels = (("instance", "host:1"), ("loop", "probe_loop"))
+    # The process label is ``process``: Prometheus owns ``instance`` (issue 14).
+    labels = (("loop", "probe_loop"), ("process", "host:1"))
     assert samples[("stellwerk_loop_seconds_count", labels)] == 4
     assert samples[("stellwerk_loop_seconds_sum", labels)] == pytest.approx(7.0065)
-    assert samples[("stellwerk_loop_seconds_bucket", (("instance", "host:1"), ("le", "0.001"),
-                                                      ("loop", "probe_loop")))] == 1
-    assert samples[("stellwerk_loop_seconds_bucket", (("instance", "host:1"), ("le", "0.005"),
-                                                      ("loop", "probe_loop")))] == 3
-    assert samples[("stellwerk_loop_seconds_bucket", (("instance", "host:1"), ("le", "+Inf"),
-                                                      ("loop", "probe_loop")))] == 4
+    for bound, count in (("0.001", 1), ("0.005", 3), ("+Inf", 4)):
+        bucket = (("le", bound), ("loop", "probe_loop"), ("process", "host:1"))
+        assert samples[("stellwerk_loop_seconds_bucket", bucket)] == count
     rds.delete("stellwerk:timings:probe_loop:host:1")
