@@ -6,6 +6,9 @@ to the path and records every request it gets:
 - ``/status/<code>``: answers ``code`` with ``{"answered": code}``;
 - ``/slow/<seconds>``: waits, then answers 200 (an endpoint that is slow, not busy);
   :attr:`peak_slow` is the most such requests it held at once;
+- ``/gate/<count>/<name>``: held until ``count`` requests to the same path are held at
+  once, then that one and every later one answers 200 (a caller's concurrency seen
+  without timing); :attr:`peak_slow` counts them too;
 - ``/big/<bytes>``: 200 with a text body of that many bytes;
 - ``/flaky/<failures>/<name>``: 503 for the first ``failures`` requests to that name,
   then 204 (a post-back receiver that is down for a while).
@@ -49,6 +52,7 @@ class HttpStub:
         self._failures: Counter[str] = Counter()
         self._slow_now = 0
         self.peak_slow = 0
+        self._gates: dict[str, asyncio.Event] = {}  # only the stub's loop thread uses them
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", 0))
             self.port = int(sock.getsockname()[1])
@@ -123,6 +127,9 @@ class HttpStub:
             finally:
                 self._slow_now -= 1
             return 200, b"application/json", b'{"slept": true}'
+        if kind == "gate":
+            await self._through_gate(path, int(arg))
+            return 200, b"application/json", b'{"gated": true}'
         if kind == "big":
             return 200, b"text/plain; charset=utf-8", b"x" * int(arg)
         if kind == "flaky":
@@ -131,6 +138,18 @@ class HttpStub:
                 failed = self._failures[path] <= int(arg)
             return (503 if failed else 204), b"text/plain", b""
         return 404, b"text/plain", b"no such stub route"
+
+    async def _through_gate(self, path: str, count: int) -> None:
+        """Hold the request until ``count`` requests to ``path`` are held at once."""
+        opened = self._gates.setdefault(path, asyncio.Event())
+        self._slow_now += 1
+        self.peak_slow = max(self.peak_slow, self._slow_now)
+        try:
+            if self._slow_now >= count:
+                opened.set()
+            await opened.wait()
+        finally:
+            self._slow_now -= 1
 
 
 def http_stub() -> Iterator[HttpStub]:
