@@ -23,9 +23,12 @@ from connectors.results import ResultSender
 class KeptPublisher:
     def __init__(self) -> None:
         self.sent: list[Outgoing] = []
+        self.on_publish: Callable[[list[TaskResult]], None] | None = None
 
     def publish(self, messages: Any) -> int:
         self.sent.extend(messages)
+        if self.on_publish is not None:
+            self.on_publish(self.results())
         return len(self.sent)
 
     def results(self) -> list[TaskResult]:
@@ -39,9 +42,9 @@ def dispatch(task_type: str = "http", timeout_s: float = 60.0) -> TaskDispatch:
 
 def run_one(
     processor: Callable[[TaskDispatch], Awaitable[Ending]], message: TaskDispatch,
-    cancelled: frozenset[str] = frozenset(),
+    cancelled: frozenset[str] = frozenset(), publisher: KeptPublisher | None = None,
 ) -> list[TaskResult]:
-    publisher = KeptPublisher()
+    publisher = publisher or KeptPublisher()
 
     def flags(keys: Sequence[str]) -> list[bool]:
         return [key in cancelled for key in keys]
@@ -74,13 +77,24 @@ def test_a_quick_ending_is_the_only_message() -> None:
 
 
 def test_a_slow_call_is_started_and_beats_until_it_ends() -> None:
+    publisher = KeptPublisher()
+
     async def slow(_: TaskDispatch) -> Ending:
-        await asyncio.sleep(0.5)
+        """Ends once two heartbeats are out, however slowly the machine lets them come."""
+        loop, two_beats = asyncio.get_running_loop(), asyncio.Event()
+
+        def seen(results: list[TaskResult]) -> None:  # on the sender's thread
+            if [r.kind for r in results].count("heartbeat") >= 2:
+                loop.call_soon_threadsafe(two_beats.set)
+
+        publisher.on_publish = seen
+        seen(publisher.results())
+        await two_beats.wait()
         return Finished("COMPLETED")
 
-    kinds = [r.kind for r in run_one(slow, dispatch())]
+    kinds = [r.kind for r in run_one(slow, dispatch(timeout_s=30), publisher=publisher)]
     assert kinds[0] == "started" and kinds[-1] == "finished"
-    assert 1 <= kinds.count("heartbeat") <= 4
+    assert set(kinds[1:-1]) == {"heartbeat"} and len(kinds) >= 4
 
 
 def test_the_deadline_ends_the_call_as_timeout() -> None:

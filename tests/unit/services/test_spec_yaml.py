@@ -32,7 +32,7 @@ def test_deep_nesting_is_refused_at_once() -> None:
     started = time.monotonic()
     with pytest.raises(InvalidInput, match=f"nested deeper than {MAX_DEPTH} levels"):
         spec_from_yaml("a: " + "[" * depth + "]" * depth + "\n")
-    assert time.monotonic() - started < 1
+    assert time.monotonic() - started < 10  # generous: unrefused, this would take hours
     nested = "a: " + "[" * (MAX_DEPTH - 1) + "]" * (MAX_DEPTH - 1) + "\n"  # with the mapping
     assert spec_from_yaml(nested)["a"]
 

@@ -172,9 +172,9 @@ def test_cancel_stops_the_process_and_its_children(tmp_path: Path) -> None:
     runner.start()
     _wait_for(pid_file.exists)
     ctx.cancel()
-    runner.join(10)
+    runner.join(30)
     assert not runner.is_alive()
-    assert time.monotonic() - began < 10
+    assert time.monotonic() - began < 30  # generous: the script sleeps 60 s
     outcome = result[0]
     assert isinstance(outcome, Failed)
     assert outcome.message.startswith("canceled")
