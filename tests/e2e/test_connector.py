@@ -10,7 +10,7 @@ import contextlib
 import time
 from collections.abc import Iterator
 from urllib.parse import parse_qs, urlsplit
-from uuid import UUID
+from uuid import UUID, uuid4
 
 import httpx
 import pytest
@@ -81,39 +81,32 @@ def test_http_tasks_end_as_their_status_says(api, connector, stub) -> None:
     assert all(r.headers.get("idempotency-key") for r in stub.received("/status/"))
 
 
-def test_500_slow_calls_finish_in_seconds_on_one_connector(api, connector, stub) -> None:
-    """500 calls of 1 s each are in flight together, not queued behind a few slots.
+def test_500_calls_are_in_flight_together_on_one_connector(api, connector, stub) -> None:
+    """500 calls are in flight together, not queued behind a few slots.
 
-    The time alone proves little (a connector with 50 slots would also finish well
-    under a minute), so the stub's peak of slow calls held at once is asserted too:
-    with ``--concurrency 500`` at least half of them must be open at the same time (a
-    pool of a few dozen slots could not). The calls reach the stub over a second or
-    two, as the engine dispatches them in bundles, and the first finish before the last
-    start: a loaded 2-core CI machine saw a peak of 386 and a run of ~5-7 s. The test
-    waits for the calls to arrive before it polls the run: polling a 500-task run every
-    50 ms took a core from the system under test (peaks of 203 and runs of 10-13 s).
+    The calls go to a gate of the stub that holds each until half of them are held at
+    once, then lets every call through: with ``--concurrency 500`` that half is reached
+    however slowly a loaded machine dispatches them; a connector of a few dozen slots
+    never reaches it and its calls end by their timeout. How fast the run finishes is
+    a figure for bench/, not asserted here (a loaded 2-core machine took 5-13 s).
     """
     count = 500
     stub.peak_slow = 0  # no slow call is in flight: earlier tests call other routes
+    gate = f"/gate/{count // 2}/{uuid4().hex}"
     job = submit(api, {
         "name": "http-fan-out",
         "tasks": [{"name": f"call-{i:03d}", "type": "http",
-                   "params": {"url": stub.url("/slow/1")}} for i in range(count)],
+                   "params": {"url": stub.url(gate)}} for i in range(count)],
     })
-    began = time.monotonic()
     with contextlib.suppress(AssertionError):  # too few came: the run's state says why
-        stub.wait_for("/slow/1", count=count, timeout_s=60)  # no polling while they come
+        stub.wait_for(gate, count=count, timeout_s=60)  # no polling while they come
     run = wait_run(api, job["run_id"], timeout_s=120)
-    elapsed = time.monotonic() - began
-    print(f"\n{count} calls of 1 s each on one connector: run finished in {elapsed:.1f} s")  # noqa: T201
 
     failures = {t["name"]: t["message"] for t in run["tasks"] if t["state"] == "FAILED"}
     assert run["state"] == "COMPLETED", (run["progress"], failures)
-    keys = keyed(stub, "/slow/1")
+    keys = keyed(stub, gate)
     assert {f"{t['id']}:{t['attempt']}" for t in run["tasks"]} <= set(keys)
-    print(f"peak of slow calls held at once by the stub: {stub.peak_slow}")  # noqa: T201
     assert stub.peak_slow >= count // 2, f"only {stub.peak_slow} of {count} calls at once"
-    assert elapsed < 15
 
 
 def test_invoke_posts_the_outcome_back(connector, stub) -> None:
