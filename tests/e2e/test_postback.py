@@ -58,6 +58,8 @@ def own_system(
             "STELLWERK_ADMIN_TOKEN": ADMIN_TOKEN, "STELLWERK_SECRET_KEY": SECRET_KEY,
             "STELLWERK_API_URL": f"http://127.0.0.1:{port}",  # for the callback URLs
             "STELLWERK_DATA_DIR": str(logs / "data"), "STELLWERK_LEASE_TTL_S": "2",
+            # The stub web services listen on loopback, refused unless allowed.
+            "STELLWERK_EGRESS_ALLOW": "127.0.0.0/8,::1",
             "PYTHONUNBUFFERED": "1",
         }
         system = System(env, logs, port)
