@@ -23,6 +23,8 @@ from pydantic import (
     ValidationError,
 )
 
+from common.domain.http_call import HttpCall
+
 DNS_LABEL = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 # No longer than a task's timeout may be (common.domain.spec.MAX_DURATION).
 MAX_SLEEP_S = 3650 * 24 * 3600.0
@@ -102,12 +104,17 @@ class PodParams(BaseModel):
 
 
 PARAMS_OF: dict[str, type[BaseModel]] = {
+    "http": HttpCall,
     "sleep": SleepParams,
     "shell": ShellParams,
     "python": PythonParams,
     "kubernetes": PodParams,
 }
-"""The built-in types whose params have a shape (``noop`` takes anything)."""
+"""The built-in types whose params have a shape (``noop`` takes anything).
+
+``webservice`` is not here: its ``url`` may come from the job's ``webservice`` settings
+or a registered worker type, so its params alone do not say whether it is complete.
+"""
 
 
 def check_params(task_type: str, params: dict[str, Any]) -> None:

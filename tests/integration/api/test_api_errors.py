@@ -49,6 +49,9 @@ BAD_BODIES: list[tuple[str, dict[str, Any], list[str]]] = [
      ["'f'", "params.function", "required"]),
     ("kubernetes without an image", _tasks({"name": "pod", "type": "kubernetes"}),
      ["'pod'", "params.image", "required"]),
+    ("http with an unknown method and no url",
+     _tasks({"name": "call", "type": "http", "params": {"method": "FETCH", "timeout": 0}}),
+     ["'call'", "params.method: must be one of", "params.url", "params.timeout"]),
 ]
 
 
