@@ -177,7 +177,10 @@ def test_parse_refuses_an_entry_that_is_neither_cidr_nor_name(entry: str) -> Non
         EgressPolicy.parse(entry)
 
 
-def test_settings_carry_the_policy_and_refuse_a_bad_allowance() -> None:
+def test_settings_carry_the_policy_and_refuse_a_bad_allowance(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("STELLWERK_EGRESS_ALLOW", raising=False)
     assert load_settings().egress == EgressPolicy()
     assert load_settings(egress_allow="127.0.0.0/8").egress.allowed_networks == (
         ipaddress.ip_network("127.0.0.0/8"),)
