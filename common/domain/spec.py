@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 from typing import Annotated, Any, Literal
+from zoneinfo import available_timezones
 
 from pydantic import (
     AfterValidator,
@@ -56,6 +57,14 @@ def _instant(value: datetime) -> datetime:
     if not EARLIEST <= value <= LATEST:
         raise ValueError(f"a date must lie between {EARLIEST.year} and {LATEST.year}")
     return value
+
+
+def _known_zones(schema: dict[str, Any]) -> None:
+    """The IANA names this machine knows, as the schema's ``enum`` (issue 14).
+
+    Filled when the schema is generated, not at import: it reads the tz database.
+    """
+    schema["enum"] = sorted(available_timezones())
 
 
 Instant = Annotated[
@@ -115,9 +124,15 @@ class TaskDefaults(Strict):
 class Schedule(Strict):
     """When a job runs: empty means once, now; ``at`` a one-off date; ``cron`` repeats."""
 
+    # ``_one_kind`` in the published schema (issue 14).
+    model_config = ConfigDict(json_schema_extra={"not": {
+        "required": ["at", "cron"],
+        "properties": {"at": {"type": "string"}, "cron": {"type": "string"}},
+    }})
+
     at: Instant | None = None
     cron: str | None = None
-    timezone: str = "UTC"
+    timezone: str = Field(default="UTC", json_schema_extra=_known_zones)
 
     @model_validator(mode="after")
     def _one_kind(self) -> Schedule:

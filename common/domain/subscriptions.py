@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from common.domain.header_schema import headers_schema
+from common.domain.webservice import URL_PATTERN
 
 EventPattern = Annotated[str, StringConstraints(
     min_length=1, max_length=200, pattern=r"^[a-z0-9_.*?\[\]!-]+$",
@@ -76,7 +77,7 @@ class WebhookTarget(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     url: AnyHttpUrl = Field(description="http or https URL the events are POSTed to.",
-                            json_schema_extra={"maxLength": 2000})
+                            json_schema_extra={"maxLength": 2000, "pattern": URL_PATTERN})
     secret: SecretStr = Field(
         min_length=1, max_length=1000,
         description="Key of the HMAC-SHA256 in X-Stellwerk-Signature. Write-only.",

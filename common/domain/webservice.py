@@ -54,7 +54,9 @@ def _headers(value: dict[str, str]) -> dict[str, str]:
 
 
 # The published schema's reading of ``_url`` (issue 14): http(s), a host, no user:password@.
-URL_PATTERN = r"^https?://[^/?#@\s:\[\]]+(:[0-9]{1,5})?([/?#]\S*)?$"
+# The host starts with a letter: an address literal may be refused by the egress policy
+# at creation (``common.egress``), which depends on the deployment's allowances.
+URL_PATTERN = r"^https?://[A-Za-z][^/?#@\s:\[\]\u0000]*(:[0-9]{1,5})?([/?#][^\s\u0000]*)?$"
 HttpUrl = Annotated[
     str, Field(max_length=MAX_URL_CHARS, json_schema_extra={"pattern": URL_PATTERN}),
     AfterValidator(_url),
