@@ -9,7 +9,8 @@ time twice, and a crash loses none. Runs are created up to the tick's lookahead 
 READY with ``scheduled_for`` at the nominal time; ``start_due_runs`` then writes their
 activations as timed outbox rows that the beat's handoff publishes on time.
 
-Convention: a job's fire rows change only under its job row lock.
+Convention: a job's fire rows change only under its job row lock. (Retention deletes
+past fires that no longer wait without it: nothing here reads them again.)
 """
 
 from __future__ import annotations
