@@ -21,7 +21,7 @@ JobBody = Callable[..., dict[str, Any]]
 def job(client: TestClient, job_body: JobBody) -> dict[str, Any]:
     """A one-off job whose tasks are defined in the order c, a, b (a → b, c alone)."""
     body = job_body(tasks=[
-        {"name": "c", "type": "shell"},
+        {"name": "c", "type": "shell", "params": {"argv": ["true"]}},
         {"name": "a", "type": "noop", "next": ["b"]},
         {"name": "b", "type": "sleep", "params": {"seconds": 1}},
     ])
@@ -47,7 +47,7 @@ def test_a_run_lists_its_tasks_in_job_order_with_progress(
     assert run["progress"] == {"WAITING": 2, "COMPLETED": 1}
     assert [t["name"] for t in run["tasks"]] == ["c", "a", "b"]
     assert set(run["tasks"][0]) == {"id", "name", "type", "state", "attempt", "worker", "output",
-                                    "message", "started_at", "finished_at"}
+                                    "message", "started_at", "finished_at", "waiting_for"}
     assert (run["tasks"][0]["output"], run["tasks"][0]["worker"]) == ({"rc": 0}, "w1")
     assert datetime.fromisoformat(run["scheduled_for"]) <= datetime.now(UTC)
     assert (run["started_at"], run["finished_at"]) == (None, None)
