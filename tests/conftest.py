@@ -172,6 +172,18 @@ def _testcontainers(module: str) -> ModuleType:
 
 
 @pytest.fixture(scope="module")
+def own_database(server_urls: tuple[str, str]) -> Iterator[str]:
+    """A migrated scratch database of the requesting module's own, dropped after it.
+
+    For tests that run a global duty or a real clock: the e2e system's engine and beat
+    work on the session's database, and would race them for every row.
+    """
+    with scratch_database(server_urls[0]) as url:
+        upgrade(url)
+        yield url
+
+
+@pytest.fixture(scope="module")
 def quiet_settings(settings: Settings, redis_url: str) -> Iterator[Settings]:
     """Settings on a Redis database of the module's own, flushed afterwards.
 

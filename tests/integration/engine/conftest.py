@@ -7,21 +7,9 @@ their attempts too, and see theirs among its own.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from common.config import Settings
-from common.persistence.migrate import upgrade
-from tests.conftest import scratch_database
-
-
-@pytest.fixture(scope="module")
-def own_database(server_urls: tuple[str, str]) -> Iterator[str]:
-    """A migrated scratch database, dropped after the module."""
-    with scratch_database(server_urls[0]) as url:
-        upgrade(url)
-        yield url
 
 
 @pytest.fixture(scope="module")
