@@ -18,15 +18,15 @@ from datetime import datetime, timedelta
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from common.domain.machine import Refused, advance
+from common.domain.machine import Refused
 from common.domain.states import RUN_TERMINAL, TaskState
 from common.messaging.holdings import is_outcome
 from common.messaging.messages import Activation, TaskResult
 from common.persistence.outbox import OutboxRelay
-from scheduler.engine.changes import ChangeSet
+from scheduler.engine.applying import Applying
 from scheduler.engine.incoming import Incoming, activation_event, result_event
 from scheduler.engine.loading import RunLoader, RunRecord
-from scheduler.engine.writer import forget_published, write
+from scheduler.engine.writer import forget_published
 
 log = logging.getLogger(__name__)
 # An attempt in these states can still report: its logs, storage and lease count. A
@@ -74,21 +74,20 @@ class BatchApplier:
                     session, [m.message_id for m in batch], {m.run_id for m in batch},
                 )
                 todo = [m for m in batch if m.message_id in fresh]
-                changes = ChangeSet(self._clock(), self._lease_ttl)
+                applying = Applying(self._clock(), self._lease_ttl)
                 for message in todo:
-                    self._apply_one(records.get(message.run_id), message, changes)
-                changes.build_dispatches()
-                outbox_ids = write(session, list(records.values()), changes, self._published)
+                    self._apply_one(records.get(message.run_id), message, applying)
+                written = applying.write(session, list(records.values()), self._published)
         except BaseException:
             for run_id in records:
                 self._loader.forget(run_id)
             raise
         self._published = []
         self._keep(records.values())
-        self._relay.publish_written(changes.messages)
-        self._published = outbox_ids
-        return BatchOutcome(len(todo), len(batch) - len(todo), outbox_ids, changes.stops,
-                            _outcomes(batch))
+        self._relay.publish_written(written.messages)
+        self._published = written.outbox_ids
+        return BatchOutcome(len(todo), len(batch) - len(todo), written.outbox_ids,
+                            written.stops, _outcomes(batch))
 
     def flush(self) -> None:
         """Delete the rows of what was published last; called when the queues are idle."""
@@ -97,7 +96,7 @@ class BatchApplier:
                 forget_published(session, self._published)
             self._published = []
 
-    def _apply_one(self, run: RunRecord | None, message: Incoming, changes: ChangeSet) -> None:
+    def _apply_one(self, run: RunRecord | None, message: Incoming, applying: Applying) -> None:
         if run is None:
             log.info("message %s names unknown run %s", message.message_id, message.run_id)
             return
@@ -113,18 +112,16 @@ class BatchApplier:
             state = run.snapshot.tasks[task].state
             event = result_event(body, task, state)
             if body.attempt == run.snapshot.tasks[task].attempt and state in LIVE:
-                changes.record_result(run, task, body)
+                applying.keep_result(run, task, body)
         if event is None:
             return
         try:
-            transition = advance(run.snapshot, event, changes.now)
+            transition = applying.apply(run, event, result)
         except Refused as refused:
             log.info("run %s: %s refused: %s", run.id, type(event).__name__, refused)
             return
         if transition.ignored:
             log.debug("run %s: %s ignored: %s", run.id, type(event).__name__, transition.ignored)
-        run.snapshot.apply(transition)
-        changes.record(run, transition, result)
 
     def _keep(self, records: object) -> None:
         for record in records:  # type: ignore[attr-defined]

@@ -1,7 +1,8 @@
 """Turning transitions into rows: task-run columns, journal, events, outbox messages.
 
 One :class:`ChangeSet` collects everything a batch decided; :mod:`writer` then writes
-it in a handful of statements inside the batch's transaction.
+it in a handful of statements inside the batch's transaction. Callers go through
+:class:`scheduler.engine.applying.Applying`, which keeps the order of the steps.
 """
 
 from __future__ import annotations
@@ -41,7 +42,6 @@ class ChangeSet:
     events: dict[uuid.UUID, list[Event]] = field(default_factory=lambda: defaultdict(list))
     dispatches: list[tuple[RunRecord, Dispatch]] = field(default_factory=list)
     stops: list[str] = field(default_factory=list)
-    messages: list[Outgoing] = field(default_factory=list)
     successes: dict[uuid.UUID, tuple[datetime, datetime]] = field(default_factory=dict)
     # Who the journal names: the engine, or the person whose action the API applied.
     actor: str = "engine"
@@ -151,17 +151,19 @@ class ChangeSet:
             previous=old.value, state=new.value, reason=reason, **task,
         )
 
-    def build_dispatches(self) -> None:
-        """Turn the batch's dispatch effects into outbox messages.
+    def dispatch_messages(self) -> list[Outgoing]:
+        """The outbox messages of the batch's dispatch effects, in order.
 
         A dispatch carries the job storage: as a result of this batch saved it, or as
         the run's lock query read it.
         """
         known = dict(self.storage)
+        messages = []
         for run, effect in self.dispatches:
             if run.job.id not in known:
                 known[run.job.id] = run.stored_storage()
-            self.messages.append(dispatch_message(run, effect, known[run.job.id]))
+            messages.append(dispatch_message(run, effect, known[run.job.id]))
+        return messages
 
 
 def _columns_for(

@@ -1,12 +1,13 @@
 """A person's action on one run (cancel, pause, confirm...), applied as the engine would.
 
-The API calls :meth:`RunControl.apply`. It reuses the engine's parts: the run is
-locked and loaded by :class:`RunLoader`, the pure ``advance`` decides, a
-:class:`ChangeSet` collects the rows and :func:`writer.write` writes them (bumping the
-run's ``version``, so every engine's cached snapshot of the run is reloaded), all in one
-transaction. After the commit the outbox rows are relayed and ACTIVE attempts told to
-stop, as after an engine batch. An action the state tables do not allow changes
-nothing and is reported as a :class:`Conflict` naming the current state.
+The API calls :meth:`RunControl.run_action` or :meth:`RunControl.task_action`. The run
+is locked and loaded by :class:`RunLoader` and the events go through
+:class:`~scheduler.engine.applying.Applying`, as an engine batch's do: the pure
+``advance`` decides, the rows are written in the same transaction (bumping the run's
+``version``, so every engine's cached snapshot of the run is reloaded). After the
+commit the outbox rows are relayed and ACTIVE attempts told to stop. An action the
+state tables do not allow changes nothing and is reported as a :class:`Conflict`
+naming the current state.
 """
 
 from __future__ import annotations
@@ -20,13 +21,12 @@ from typing import Literal
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.domain import events as ev
-from common.domain.machine import Refused, advance
+from common.domain.machine import Refused
 from common.domain.states import TaskState
 from common.persistence.outbox import OutboxRelay
-from scheduler.engine.changes import ChangeSet
+from scheduler.engine.applying import Applying, relay_and_stop
 from scheduler.engine.loading import RunLoader, RunRecord
 from scheduler.engine.stopper import Stopper
-from scheduler.engine.writer import write
 from scheduler.services.errors import Conflict, NotFound
 
 log = logging.getLogger(__name__)
@@ -80,42 +80,18 @@ class RunControl:
             if record is None:
                 raise NotFound("run", run_id)
             _require_same_graph(record)
-            changes = ChangeSet(self._clock(), self._lease_ttl, actor=actor)
+            applying = Applying(self._clock(), self._lease_ttl, actor=actor)
             events = list(events_of(record))
             for event in events:
                 try:
-                    transition = advance(record.snapshot, event, changes.now)
+                    applying.apply(record, event)
                 except Refused as refused:
                     # Raised inside the transaction: nothing is written.
                     raise Conflict(str(refused)) from refused
-                record.snapshot.apply(transition)
-                changes.record(record, transition, None)
-            changes.build_dispatches()
-            outbox_ids = write(session, [record], changes, [])
+            written = applying.write(session, [record])
         names = ", ".join(type(event).__name__ for event in events)
         log.info("run %s: %s applied for %s", run_id, names, actor)
-        self._after_commit(outbox_ids, changes.stops)
-
-    def _after_commit(self, outbox_ids: list[int], stops: list[str]) -> None:
-        relay_and_stop(self._relay, self._stopper, outbox_ids, stops)
-
-
-def relay_and_stop(
-    relay: OutboxRelay, stopper: Stopper, outbox_ids: list[int], stops: list[str]
-) -> None:
-    """After a commit: relay the outbox rows and tell attempts to stop.
-
-    A failure is logged: the beat resends what is left, the cancel grace timer ends
-    what does not stop.
-    """
-    try:
-        relay.relay_ids(outbox_ids)
-    except Exception:
-        log.exception("relaying outbox rows failed; the beat will send them")
-    try:
-        stopper.stop(stops)
-    except Exception:
-        log.exception("telling %d attempts to stop failed", len(stops))
+        relay_and_stop(self._relay, self._stopper, written)
 
 
 def _require_same_graph(record: RunRecord) -> None:

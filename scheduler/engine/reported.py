@@ -26,18 +26,17 @@ from typing import Any, Literal
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from common.domain.machine import advance
 from common.domain.snapshot import TaskRunView
 from common.domain.webservice import ReportedState
 from common.messaging.messages import LogLine, TaskResult
 from common.persistence.outbox import OutboxRelay
+from scheduler.engine.applying import Applying, relay_and_stop
 from scheduler.engine.batch import LIVE
-from scheduler.engine.changes import ChangeSet
-from scheduler.engine.commands import relay_and_stop, task_name
+from scheduler.engine.commands import task_name
 from scheduler.engine.incoming import result_event
 from scheduler.engine.loading import RunLoader, RunRecord
 from scheduler.engine.stopper import Stopper
-from scheduler.engine.writer import claim_messages, write
+from scheduler.engine.writer import claim_messages
 from scheduler.services.errors import Conflict, NotFound
 
 log = logging.getLogger(__name__)
@@ -110,28 +109,25 @@ class Reports:
                          attempt, report.outcome)
                 return
             _require_current(name, view, attempt)
-            changes = ChangeSet(self._clock(), self._lease_ttl, actor=reporter)
-            self._record(record, name, report.result(record, name, attempt, reporter), changes)
-            changes.build_dispatches()
-            outbox_ids = write(session, [record], changes, [])
+            applying = Applying(self._clock(), self._lease_ttl, actor=reporter)
+            self._record(record, name, report.result(record, name, attempt, reporter), applying)
+            written = applying.write(session, [record])
         log.info("run %s task %s attempt %d: %s %s reported by %s", run_id, name, attempt,
                  report.kind, report.outcome or "", reporter)
-        relay_and_stop(self._relay, self._stopper, outbox_ids, changes.stops)
+        relay_and_stop(self._relay, self._stopper, written)
 
     @staticmethod
-    def _record(record: RunRecord, task: str, result: TaskResult, changes: ChangeSet) -> None:
+    def _record(record: RunRecord, task: str, result: TaskResult, applying: Applying) -> None:
         """Keep the result and apply its event, as the engine's batch does."""
         state = record.snapshot.tasks[task].state
         attached = task not in record.detached
-        changes.record_result(record, task, result)
+        applying.keep_result(record, task, result)
         event = result_event(result, task, state)
         if event is not None:
-            transition = advance(record.snapshot, event, changes.now)
-            record.snapshot.apply(transition)
-            changes.record(record, transition, result)
+            applying.apply(record, event, result)
         if result.kind == "finished" and attached:
             # A worker may hold the attempt, or take it from its queue: it need not run.
-            changes.stops.append(f"{result.task_run_id}:{result.attempt}")
+            applying.stop(record, task, result.attempt)
 
 
 def _require_current(task: str, view: TaskRunView, attempt: int) -> None:

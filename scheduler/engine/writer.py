@@ -17,6 +17,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 from sqlalchemy.orm import Session
 
+from common.messaging.publisher import Outgoing
 from common.persistence.db import driver
 from common.persistence.notify_events import RECORD, events_json
 from scheduler.engine.changes import ChangeSet
@@ -69,11 +70,12 @@ def forget_published(session: Session, ids: list[int]) -> None:
 
 
 def write(
-    session: Session, runs: list[RunRecord], changes: ChangeSet, published: list[int]
+    session: Session, runs: list[RunRecord], changes: ChangeSet, messages: list[Outgoing],
+    published: list[int],
 ) -> list[int]:
-    """Persist every change of the batch, and forget ``published`` outbox rows.
+    """Persist every change of the batch and its ``messages``; forget ``published`` rows.
 
-    Returns the ids of the outbox rows written, in the order of ``changes.messages``.
+    Returns the ids of the outbox rows written, in the order of ``messages``.
     The batch's notify events go into one ``notify_events`` row (each run's in order),
     in the same pipeline: one statement more, no round trip more.
     """
@@ -95,7 +97,7 @@ def write(
             cur.execute(RECORD_SUCCESS, (start, finish, job_id))
         if events:
             cur.execute(RECORD, (events_json(events),))
-        rows = [(m.queue, m.task_name, m.task_id, Jsonb(m.payload)) for m in changes.messages]
+        rows = [(m.queue, m.task_name, m.task_id, Jsonb(m.payload)) for m in messages]
         if rows:
             outbox.executemany(INSERT_OUTBOX, rows, returning=True)
     return _returned_ids(outbox) if rows else []

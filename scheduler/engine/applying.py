@@ -1,0 +1,102 @@
+"""Applying events to locked runs: the one path from an event to its rows (issue 15).
+
+Three callers change runs: the engine's batches (``batch``), a person's actions through
+the API (``commands``) and post-backs and web-service callbacks (``reported``). Each
+locks its runs, then goes through :class:`Applying` in the same transaction:
+
+1. :meth:`Applying.keep_result` keeps a result's logs, storage and lease renewal;
+2. :meth:`Applying.apply` asks the pure machine (``advance``) for the transition,
+   applies it to the cached snapshot and records its rows, in that order, or raises
+   :class:`~common.domain.machine.Refused` having changed nothing;
+3. :meth:`Applying.write` builds the dispatch messages and writes every row in one
+   pipelined round trip, answering what was written (:class:`Written`).
+
+After the commit, the caller relays ``Written.messages`` (or their outbox ids) and
+tells ``Written.stops`` to stop (:func:`relay_and_stop`). Before, each caller wrote this
+order itself, and had to get it right three times.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from sqlalchemy.orm import Session
+
+from common.domain import events as ev
+from common.domain.machine import advance
+from common.domain.snapshot import Transition
+from common.messaging.messages import TaskResult
+from common.messaging.publisher import Outgoing
+from common.persistence.outbox import OutboxRelay
+from scheduler.engine.changes import ChangeSet
+from scheduler.engine.loading import RunRecord
+from scheduler.engine.stopper import Stopper
+from scheduler.engine.writer import write
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Written:
+    """What one transaction wrote: its outbox rows (ids, messages) and attempts to stop."""
+
+    outbox_ids: list[int]
+    messages: list[Outgoing]
+    stops: list[str]
+
+
+class Applying:
+    """The changes of one transaction to the runs it locked, written once at the end."""
+
+    def __init__(self, now: datetime, lease_ttl: timedelta, actor: str = "engine") -> None:
+        """``actor`` is who the journal names: the engine, or a person, or a reporter."""
+        self._changes = ChangeSet(now, lease_ttl, actor=actor)
+
+    @property
+    def now(self) -> datetime:
+        """The transaction's time: every row it writes carries it."""
+        return self._changes.now
+
+    def keep_result(self, run: RunRecord, task: str, result: TaskResult) -> None:
+        """Keep a result's log lines, storage and lease renewal, whatever its event does."""
+        self._changes.record_result(run, task, result)
+
+    def apply(
+        self, run: RunRecord, event: ev.Event, result: TaskResult | None = None
+    ) -> Transition:
+        """Advance the run by ``event`` and record the rows; ``Refused`` changes nothing."""
+        transition = advance(run.snapshot, event, self.now)
+        run.snapshot.apply(transition)
+        self._changes.record(run, transition, result)
+        return transition
+
+    def stop(self, run: RunRecord, task: str, attempt: int) -> None:
+        """Tell the attempt to stop after the commit (a worker may hold it or take it)."""
+        self._changes.stops.append(f"{run.task_run_ids[task]}:{attempt}")
+
+    def write(
+        self, session: Session, runs: Sequence[RunRecord], published: Sequence[int] = ()
+    ) -> Written:
+        """Write every row (bumping each locked run's version) and forget ``published``."""
+        messages = self._changes.dispatch_messages()
+        outbox_ids = write(session, list(runs), self._changes, messages, list(published))
+        return Written(outbox_ids, messages, list(self._changes.stops))
+
+
+def relay_and_stop(relay: OutboxRelay, stopper: Stopper, written: Written) -> None:
+    """After a commit: relay the outbox rows and tell attempts to stop.
+
+    A failure is logged: the beat resends what is left, the cancel grace timer ends
+    what does not stop.
+    """
+    try:
+        relay.relay_ids(written.outbox_ids)
+    except Exception:
+        log.exception("relaying outbox rows failed; the beat will send them")
+    try:
+        stopper.stop(written.stops)
+    except Exception:
+        log.exception("telling %d attempts to stop failed", len(written.stops))
