@@ -2,7 +2,8 @@
 
 Invariants checked after every step:
 - every change passes the transition tables (the draft raises otherwise);
-- no (task, attempt) is dispatched twice, and every dispatch moved that task to READY;
+- no (task, attempt) is dispatched twice, and every dispatch moved that task to READY,
+  except a repair's ``Redeliver``, which sends the READY attempt it names once more;
 - the incremental counters equal counters recomputed from scratch;
 - a run is terminal exactly when no task can make progress.
 """
@@ -39,7 +40,7 @@ def snapshots(draw: st.DrawFn) -> RunSnapshot:
     graph = Graph.build((name, types[name], succ[name]) for name in names)
     info = {
         name: TaskInfo(type=types[name], retries=draw(st.integers(0, 2)),
-                       retry_backoff=timedelta(seconds=1), confirm=draw(st.booleans()) and False)
+                       retry_backoff=timedelta(seconds=1), confirm=draw(st.booleans()))
         for name in names
     }
     return RunSnapshot(
@@ -66,6 +67,12 @@ class Driver:
         for effect in transition.effects:
             if isinstance(effect, Dispatch):
                 key = (effect.task, effect.attempt)
+                if isinstance(event, ev.Redeliver):
+                    assert key in self.dispatched, f"{key} redelivered, never dispatched"
+                    assert self.snap.tasks[effect.task] == TaskRunView(
+                        T.READY, effect.attempt, self.snap.tasks[effect.task].base
+                    ), f"{key} redelivered while {self.snap.tasks[effect.task]}"
+                    continue
                 assert key not in self.dispatched, f"{key} dispatched twice"
                 assert key in ready, f"{key} dispatched without moving to READY"
                 self.dispatched.add(key)
@@ -98,10 +105,12 @@ def _random_event(data: st.DataObject, snap: RunSnapshot) -> ev.Event:
     kind = data.draw(st.sampled_from([
         "finished", "finished", "finished", "started", "retry", "lease", "confirm", "reject",
         "cancel", "pause", "resume", "retry_run", "retry_task", "skip", "grace", "timeout",
+        "task_timeout", "redeliver", "reconcile",
     ]))
     simple: dict[str, ev.Event] = {
         "cancel": ev.CancelRun(), "pause": ev.PauseRun(), "resume": ev.ResumeRun(),
         "retry_run": ev.RetryRun(), "grace": ev.CancelGraceOver(), "timeout": ev.RunTimedOut(),
+        "reconcile": ev.Reconcile(),
     }
     if kind in simple:
         return simple[kind]
@@ -110,6 +119,7 @@ def _random_event(data: st.DataObject, snap: RunSnapshot) -> ev.Event:
         "started": ev.TaskStarted(task, attempt), "retry": ev.RetryDue(task, attempt),
         "lease": ev.LeaseExpired(task, attempt), "confirm": ev.ConfirmTask(task),
         "reject": ev.RejectTask(task), "retry_task": ev.RetryTask(task), "skip": ev.SkipTask(task),
+        "task_timeout": ev.TaskTimedOut(task, attempt), "redeliver": ev.Redeliver(task, attempt),
     }
     return per_task[kind]
 
