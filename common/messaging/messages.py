@@ -23,7 +23,6 @@ ACTIVATE_TASK = "stellwerk.activate"
 RESULT_TASK = "stellwerk.result"
 EXECUTE_TASK = "stellwerk.execute"
 EXECUTE_BUNDLE_TASK = "stellwerk.execute_bundle"
-JOBS_TASK = "stellwerk.jobs"  # a producer's request (``common.messaging.requests``)
 EVENT_TASK = "stellwerk.event"  # an answer event on a producer's ``reply_to`` queue
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -21,7 +21,6 @@ from sqlalchemy import (
     Integer,
     MetaData,
     String,
-    Table,
     Text,
     UniqueConstraint,
     func,
@@ -47,11 +46,6 @@ class Base(DeclarativeBase):
 
     metadata = MetaData(naming_convention=NAMING)
     type_annotation_map = {Json: JSONB, datetime: TZ, uuid.UUID: UUID(as_uuid=True)}
-
-
-def table_of(model: type[Base]) -> Table:
-    """The Core table of a model, for set-based statements without the ORM's overhead."""
-    return cast(Table, model.__table__)
 
 
 class Job(Base):
