@@ -177,7 +177,7 @@ def check_completed_ran(seen: Observed) -> Check:
 
 
 def expected_events(record: Record) -> Counter[EventKey]:
-    """The events the journal's state changes must have caused (SPEC §4 names)."""
+    """The events the journal's state changes must have caused (docs/architecture.md, "Events")."""
     out: Counter[EventKey] = Counter()
     for run, task, attempt, _, old, new, _ in record.journal:
         previous = old or None

@@ -1,4 +1,6 @@
-"""Signed callback URLs of the web-service worker protocol (SPEC §5).
+"""Signed callback URLs of the web-service worker protocol.
+
+The protocol: docs/decisions.md, "Post-backs, web-service callbacks, worker types".
 
 The connector hands a web-service worker three absolute URLs (``log``, ``storage``,
 ``status``) that carry their own credential, so the worker needs no API token: the

@@ -1,4 +1,4 @@
-"""Embedded PostgreSQL and Redis: the zero-setup default (SPEC §5 ``stellwerk up``, §7).
+"""Embedded PostgreSQL and Redis: the zero-setup default (README.md, "Two commands").
 
 When ``STELLWERK_DATABASE_URL`` or ``STELLWERK_REDIS_URL`` is unset, Stellwerk runs the
 real servers shipped as wheels under its data directory instead of asking for any setup::

@@ -1,4 +1,6 @@
-"""Secure params sealed with a key derived from ``STELLWERK_SECRET_KEY`` (SPEC §6).
+"""Secure params sealed with a key derived from ``STELLWERK_SECRET_KEY``.
+
+Why and how: docs/decisions.md, "Secure params".
 
 A job's and a task's ``secure_params`` are sealed by the API when it writes them and
 stay sealed in Postgres, in the outbox and in the dispatch messages on Redis; only the

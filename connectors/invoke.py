@@ -1,11 +1,13 @@
 """``POST /invoke``: a call made on someone else's behalf, its outcome posted back.
 
-The connector as a micro-service in front of another scheduler (SPEC §5): the body is
+The connector as a micro-service in front of another scheduler (docs/decisions.md, "The
+connector"): the body is
 an ``http`` call (``method``, ``url``, ``headers``, ``json``, ``timeout``) plus
 ``postback_url`` and optional ``postback_headers``. The answer is 202 with the
 invocation's id at once; the call runs on the connector's loop, within its
 ``--concurrency``, and then its outcome is PUT to ``postback_url`` in the post-back form
-of SPEC §6: ``{"status": <HTTP status of the call>}``, or ``{"state": "FAILED",
+of ``PUT /runs/{id}/tasks/{task}/outcome`` (docs/processors.md): ``{"status": <HTTP
+status of the call>}``, or ``{"state": "FAILED",
 "message": ...}`` when the call got no answer. A post-back that fails (no connection,
 408, 425, 429, 5xx) is tried again with a doubling delay, five times in all; any other
 answer ends it (a 409 says the receiver has moved on). Invocations live in memory: one

@@ -1,6 +1,6 @@
 """The ``webservice`` task type: the connector's side of the web-service worker protocol.
 
-The connector POSTs the attempt (SPEC §5) to the worker's ``url`` with its
+The connector POSTs the attempt (:func:`worker_payload`) to the worker's ``url`` with its
 ``headers`` (the API has merged the worker type's and the job's into them). A 201
 means the worker took the task and works on it asynchronously: the attempt is handed
 over (a ``started`` result marked ``detached``) and the worker reports log lines,
@@ -34,7 +34,7 @@ NO_SECRET_KEY = (
 def worker_payload(
     dispatch: TaskDispatch, task_params: dict[str, Any], callbacks: Mapping[CallbackKind, str]
 ) -> dict[str, Any]:
-    """The JSON body the web-service worker receives (SPEC §5)."""
+    """The JSON body the web-service worker receives (docs/decisions.md, "The connector")."""
     return {
         "run_id": str(dispatch.run_id),
         "task_id": str(dispatch.task_run_id),

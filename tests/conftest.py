@@ -1,4 +1,4 @@
-"""Servers for the test suite: real PostgreSQL and Redis, never mocks (SPEC §7).
+"""Servers for the test suite: real PostgreSQL and Redis, never mocks (README.md, "Two commands").
 
 Where they come from, first match wins, for each server on its own:
 

@@ -1,7 +1,8 @@
 """Celery's thread pool, answering ``revoke(terminate=True)`` instead of failing it.
 
 The engine stops a running attempt two ways at once: it sets the attempt's cancel key
-and revokes its message with ``terminate=True`` (SPEC §3, which a prefork pool honours
+and revokes its message with ``terminate=True`` (docs/decisions.md, "Run control"),
+which a prefork pool honours
 by signalling the child). A thread cannot be killed, so Celery's thread pool raises
 ``NotImplementedError`` and the worker logs a traceback for every cancel. Here the
 terminate is a no-op: the heartbeat sees the cancel key and raises the processor's

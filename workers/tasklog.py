@@ -3,7 +3,8 @@
 Processors (and a shell's reader threads) append; the heartbeat thread and the final
 report drain it in bounded chunks, so one chatty task can neither blow up a broker
 message nor the worker's memory. Secure parameter values are masked on the way in, so
-a secret never reaches a message, the database or the UI (SPEC §6).
+a secret never reaches a message, the database or the UI (docs/decisions.md, "Secure
+params", "Masking").
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""How a person's actions and the run-level timers move a run (SPEC §3)."""
+"""How a person's actions and the run-level timers move a run (docs/decisions.md, "Run control")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,6 @@
-"""Cron fire times in an IANA zone, exactly as classic (Vixie/ISC) cron (SPEC §2, issue 14).
+"""Cron fire times in an IANA zone, exactly as classic (Vixie/ISC) cron (issue 14).
+
+The rules: docs/job-spec.md, "Cron syntax"; why: docs/decisions.md, "Classic cron, owned".
 
 The syntax and the sets of allowed values come from :mod:`common.domain.cron_syntax`;
 this module walks local wall times that match and decides which instant each fires at.

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 
 class GraphError(ValueError):
-    """A rule of SPEC §2 is broken; the message names the task at fault."""
+    """A graph rule (docs/job-spec.md, "Task fields") is broken; the message names the task."""
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """The run state machine: ``advance(run, event, now) -> Transition``.
 
 Pure code: it reads a :class:`RunSnapshot` and returns the state changes and effects an
-event causes (SPEC §3). The engine loads the snapshot under a row lock, calls
+event causes (docs/architecture.md, "The pure core"). The engine loads the snapshot
+under a row lock, calls
 ``advance``, persists the changes with their journal entries and records the effects
 in the outbox, all in one transaction. Worker results for an attempt that is not
 current are ignored (``Transition.ignored``); a person's action that the tables do not

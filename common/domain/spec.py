@@ -1,6 +1,7 @@
 """The job specification a user submits, and the rules a valid task graph obeys.
 
-Pydantic does the field-level checks; :func:`check_graph` the graph rules of SPEC §2.
+Pydantic does the field-level checks; :func:`check_graph` the graph rules
+(docs/job-spec.md, "Task fields").
 Every error names the task or field at fault, because the person reading a 422 has
 only the message to go by.
 """

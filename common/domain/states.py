@@ -1,6 +1,7 @@
 """Task-run and run states, and the transition tables every state change must pass.
 
-The tables are the single authority on what may follow what (SPEC §3). The engine
+The tables are the single authority on what may follow what (docs/architecture.md, "The
+pure core"). The engine
 never writes a state the table does not allow; an API action that would need such a
 change is refused with the current state (409).
 """

@@ -1,4 +1,6 @@
-"""Subscriptions: which events a subscriber wants, and where they go (SPEC §5, §6).
+"""Subscriptions: which events a subscriber wants, and where they go.
+
+The rules: docs/decisions.md, "Notify: subscriptions, webhooks, Celery-task targets".
 
 Pure: the API validates a new subscription with :class:`SubscriptionSpec`, and the
 notify runner decides with :func:`selects` which subscriptions an event reaches. Event

@@ -1,7 +1,8 @@
 """The vocabulary of calls to web services: URLs, header sets, HTTP status -> outcome.
 
 Shared by job specs (a job's ``webservice`` settings), worker types and post-backs
-(SPEC §5, §6). Header values may be credentials: models here only validate them;
+(docs/decisions.md, "Post-backs, web-service callbacks, worker types"). Header
+values may be credentials: models here only validate them;
 whoever stores them seals them (``common.secure_params``) and shows only their names.
 """
 
@@ -71,7 +72,7 @@ Headers = Annotated[
 
 
 class WebServiceSettings(BaseModel):
-    """A job's own settings for its tasks of registered worker types (SPEC §5).
+    """A job's own settings for its tasks of registered worker types (docs/job-spec.md).
 
     ``url`` replaces the worker type's URL; ``headers`` are laid over the worker type's
     (a header of the same name, in any case, replaces it). Headers are write-only.
@@ -95,7 +96,7 @@ def outcome_of_status(status: int) -> ReportedState:
     """The outcome an HTTP status stands for: 2xx COMPLETED, 401/403/409 REJECTED, else FAILED.
 
     REJECTED means refused without being executed: not authorised, or in conflict with
-    the state of the service (SPEC §5, ``http``).
+    the state of the service (docs/job-spec.md, "Built-in task types", ``http``).
     """
     if 200 <= status < 300:
         return "COMPLETED"

@@ -1,4 +1,6 @@
-"""Worker types: task types registered by name, served by a web service (SPEC §5).
+"""Worker types: task types registered by name, served by a web service.
+
+The rules: docs/decisions.md, "Post-backs, web-service callbacks, worker types".
 
 A worker type names an engine (``webservice``, or ``http`` for one plain call), a URL,
 HTTP headers and a job template. A job task whose ``type`` is a registered name is

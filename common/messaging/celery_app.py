@@ -11,7 +11,7 @@ from celery import Celery
 
 
 def make_celery(redis_url: str, name: str = "stellwerk") -> Celery:
-    """A Celery app on ``redis_url`` configured as SPEC §4 requires."""
+    """A Celery app on ``redis_url``: JSON only (docs/decisions.md, "Messaging"), late acks."""
     app = Celery(name, broker=redis_url, set_as_current=False)
     app.conf.update(
         task_serializer="json",

@@ -137,7 +137,7 @@ class TaskResult(Message):
 
 
 class Event(BaseModel):
-    """One state change as subscribers see it (SPEC §4).
+    """One state change as subscribers see it (names: docs/architecture.md, "Events").
 
     ``id`` names the event itself: webhook deliveries carry it (so a receiver can
     de-duplicate) and the live stream shows it. ``job_id`` is None for an event about no

@@ -5,7 +5,8 @@ so a service with only Celery or kombu can create and delete jobs and subscripti
 ``kind`` says which request it is. ``request_id`` is the producer's own name for the
 request and comes back on the answer event; ``message_id`` is the de-duplication key:
 a request delivered twice is applied and answered once. The answer goes to the notify
-stream and, when ``reply_to`` names a queue, also to that queue (SPEC §4).
+stream and, when ``reply_to`` names a queue, also to that queue (docs/decisions.md,
+"Producers on ``stellwerk.jobs``").
 
 The bodies stay plain JSON objects here: they are validated by the same schemas as
 ``POST /jobs`` and ``POST /subscriptions``, so that a bad body can still be answered

@@ -1,4 +1,4 @@
-"""The tables: PostgreSQL is the only record of state (SPEC §2–§4).
+"""The tables: PostgreSQL is the only record of state (docs/architecture.md, "The tables").
 
 Typed SQLAlchemy 2 models with a naming convention, so that Alembic's migrations and
 these models can be compared by a test.
@@ -94,9 +94,9 @@ class JobStorage(Base):
     )
     data: Mapped[Json] = mapped_column(default=dict)
     updated_at: Mapped[datetime] = mapped_column(server_default=func.now())
-    # The job's last successful run (SPEC's LAST_SUCCESS_START/FINISH), kept here and
-    # not on the job row: the engine writes it as runs complete, and the beat holds job
-    # rows locked while it fires them.
+    # The job's last successful run (a shell task's LAST_SUCCESS_START/FINISH,
+    # docs/job-spec.md), kept here and not on the job row: the engine writes it as runs
+    # complete, and the beat holds job rows locked while it fires them.
     last_success_start: Mapped[datetime | None] = mapped_column(nullable=True)
     last_success_finish: Mapped[datetime | None] = mapped_column(nullable=True)
 
@@ -316,7 +316,9 @@ class TaskLog(Base):
 
 
 class Fire(Base):
-    """One nominal fire time of a cron job and what became of it (SPEC §5).
+    """One nominal fire time of a cron job and what became of it.
+
+    Why: docs/decisions.md, "Cron schedules" ("One row per fire").
 
     The unique (job, fire time) pair is what keeps several beats from firing anything
     twice. ``outcome`` is ``run`` (``run_id`` is set), ``skipped`` (``reason`` says
@@ -344,7 +346,9 @@ class Fire(Base):
 
 
 class ApiToken(Base):
-    """An API token (SPEC §6): only the SHA-256 of its value is kept, looked up by it.
+    """An API token: only the SHA-256 of its value is kept, looked up by it.
+
+    Why: docs/decisions.md, "Tokens, scopes and tenants".
 
     ``tenant`` None means the token sees every tenant; ``expires_at`` None, never expires.
     A deleted token's row is gone, so it authenticates no more.
@@ -363,7 +367,9 @@ class ApiToken(Base):
 
 
 class WorkerType(Base):
-    """A task type served by a web service, registered by name (SPEC §5).
+    """A task type served by a web service, registered by name.
+
+    The rules: docs/decisions.md, "Post-backs, web-service callbacks, worker types".
 
     Header values may be credentials: sealed (``common.secure_params``), only their
     names readable. Jobs copy what they need when they are written (``tasks.binding``).
@@ -382,7 +388,9 @@ class WorkerType(Base):
 
 
 class Subscription(Base):
-    """Who wants which events (SPEC §5): patterns, a selector, and one target.
+    """Who wants which events: patterns, a selector, and one target.
+
+    The rules: docs/decisions.md, "Notify: subscriptions, webhooks, Celery-task targets".
 
     A NULL selector column matches anything. ``tenant`` is also whose subscription it
     is: a tenant-bound token sees only its tenant's. A webhook's secret and header

@@ -1,1 +1,1 @@
-"""The REST API (SPEC §6): ``create_app(settings)`` builds it, ``serve`` runs it."""
+"""The REST API (docs/reference/api.md): ``create_app(settings)`` builds it, ``serve`` runs it."""

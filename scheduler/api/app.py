@@ -37,7 +37,7 @@ REQUEST_THREADS = 16
 
 
 def create_app(settings: Settings, *, clock: Clock = utcnow) -> FastAPI:
-    """The REST API of SPEC §6 under ``<path_prefix>/api/v1``, OpenAPI at ``.../openapi.json``."""
+    """The REST API under ``<path_prefix>/api/v1``, OpenAPI at ``.../openapi.json``."""
     base = api_base(settings.path_prefix)
 
     @asynccontextmanager

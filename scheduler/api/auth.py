@@ -1,7 +1,8 @@
 """Who is calling: bearer tokens resolved to a principal with scopes and maybe a tenant.
 
 Two kinds of token: the bootstrap admin token from ``STELLWERK_ADMIN_TOKEN`` (scope
-``job``, every tenant), and API tokens from the ``api_tokens`` table (SPEC §6), created
+``job``, every tenant), and API tokens from the ``api_tokens`` table (docs/decisions.md,
+"Tokens, scopes and tenants"), created
 with ``POST /tokens``. Scope checks are dependencies (``scheduler.api.deps.scope``) on
 top of :class:`Principal`.
 """

@@ -24,7 +24,7 @@ from scheduler.services.serving import unserved_warnings, waiting_for
 
 
 class JobCreate(JobSpec):
-    """A job definition, as ``POST /jobs`` accepts it (SPEC §2)."""
+    """A job definition, as ``POST /jobs`` accepts it (docs/job-spec.md)."""
 
 
 class JobUpdate(JobPatch):

@@ -18,7 +18,7 @@ from scheduler.services.subscription_queries import DeliveryView
 
 
 class SubscriptionCreate(SubscriptionSpec):
-    """A new subscription: event patterns, a selector and one target (SPEC §6)."""
+    """A new subscription: event patterns, a selector and one target."""
 
 
 class WebhookPublic(BaseModel):

@@ -2,7 +2,8 @@
 
 The UI is plain HTML, CSS and ES-module JavaScript shipped in the package
 (``scheduler/ui/static``): nothing is built at install time and nothing is loaded from
-outside (SPEC §5), so it works on a machine without internet. Only the files present in
+outside (docs/decisions.md, "The web UI"), so it works on a machine without internet.
+Only the files present in
 that folder when the app is created are served (a fixed table: no path from the URL
 ever reaches the file system). The page is told where the API is through a ``<meta>``
 tag, so the scripts work behind any ``STELLWERK_PATH_PREFIX``.

@@ -1,4 +1,6 @@
-"""Bodies of worker types, post-backs and web-service callbacks (SPEC §5, §6).
+"""Bodies of worker types, post-backs and web-service callbacks.
+
+The rules: docs/decisions.md, "Post-backs, web-service callbacks, worker types".
 
 Header values are write-only: a worker type (and a job's ``webservice`` settings) is
 shown with the names of its headers only.

@@ -1,4 +1,6 @@
-"""Run-level timers: the cancel grace period and the run timeout (SPEC §3).
+"""Run-level timers: the cancel grace period and the run timeout.
+
+The rules: docs/decisions.md, "Run control" ("Cancel grace", "Run timeout").
 
 Like the other duties, each claims due runs with ``FOR UPDATE SKIP LOCKED`` on a
 partial index (O(due)) and marks them in the transaction that writes the activation,

@@ -27,7 +27,7 @@ from scheduler.cli.views import run_is_over, run_view
 FetchRun = Callable[[], dict[str, Any]]
 # Yields once when subscribed, then once per event of the run (``cli.events.run_events``).
 RunEvents = Callable[[], Iterable[None]]
-# ``GET /processors``: each task type, whether a live worker serves it (SPEC §5).
+# ``GET /processors``: each task type, whether a live worker serves it (docs/processors.md).
 FetchProcessors = Callable[[], dict[str, Any]]
 Notice = Callable[[dict[str, Any]], list[str]]
 

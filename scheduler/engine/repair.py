@@ -1,4 +1,7 @@
-"""Repair: send again whatever a crash or an empty Redis may have lost (SPEC §3, Repair).
+"""Repair: send again whatever a crash or an empty Redis may have lost.
+
+Why: docs/decisions.md, "Lost attempts, timeouts, suspension, lateness" ("Repair on
+engine start") and "Redis may restart empty".
 
 PostgreSQL is the record; Redis only carries messages, and may restart empty. After
 that, and whenever an engine starts, :func:`resend_lost` signals every transition

@@ -1,4 +1,4 @@
-"""Results reported over HTTP: post-backs and web-service callbacks (SPEC §5, §6).
+"""Results reported over HTTP: post-backs and web-service callbacks (docs/processors.md).
 
 The API applies them itself, in one transaction, with the engine's own parts, as it
 does a person's action (``commands``): the run is locked and loaded, the report

@@ -1,4 +1,4 @@
-"""``stellwerk notify``: the notify runner (SPEC §5).
+"""``stellwerk notify``: the notify runner (docs/architecture.md, "The processes").
 
 Two loops share one stop signal: the intake (``intake``) turns the events recorded in
 PostgreSQL into deliveries and live-stream entries, the delivery loop

@@ -43,7 +43,7 @@ class Sender(Protocol):
 
 
 class WebhookSender:
-    """POSTs the event with the signature headers of SPEC §5; 2xx is delivered."""
+    """POSTs the event with the signature headers of :mod:`.signing`; 2xx is delivered."""
 
     def __init__(
         self, http: httpx.Client, secrets: SecretBox, clock: Callable[[], datetime]

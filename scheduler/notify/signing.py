@@ -1,4 +1,7 @@
-"""The webhook request: body, signature and headers (SPEC §5), pure.
+"""The webhook request: body, signature and headers, pure.
+
+The rules: docs/decisions.md, "Notify: subscriptions, webhooks, Celery-task targets"
+("Webhook request") and "API contract" (Standard Webhooks).
 
 ``X-Stellwerk-Signature: sha256=<hex>`` is the HMAC-SHA256, keyed with the
 subscription's secret, of ``"<timestamp>.<body>"``, where the timestamp is the

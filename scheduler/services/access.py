@@ -1,4 +1,6 @@
-"""Who may do what: scopes, tenants and the rule that rights can only be narrowed (SPEC §6).
+"""Who may do what: scopes, tenants and the rule that rights can only be narrowed.
+
+The rules: docs/decisions.md, "Tokens, scopes and tenants".
 
 Pure: the API's scope dependencies, the token service and the tenant checks all decide
 with these functions, so the rules live in one place and are tested without servers.
@@ -15,7 +17,8 @@ from scheduler.services.errors import Forbidden
 
 Scope = Literal["job", "job.read", "job.task"]
 SCOPES: frozenset[str] = frozenset(get_args(Scope))
-# ``job`` is "everything" (SPEC §6); the two narrow scopes imply nothing else.
+# ``job`` implies every scope; the two narrow ones imply nothing else (docs/decisions.md,
+# "Tokens, scopes and tenants").
 _IMPLIED: dict[str, frozenset[str]] = {"job": SCOPES}
 
 

@@ -1,4 +1,4 @@
-"""The ``job.created`` and ``job.deleted`` events (SPEC §4).
+"""The ``job.created`` and ``job.deleted`` events (docs/architecture.md, "Events").
 
 Recorded for the notify runner in the transaction that creates or deletes the job, whichever
 way the request came (REST or the ``stellwerk.jobs`` queue), so that the events mean

@@ -1,7 +1,8 @@
 """A job's lifecycle: going live (create or ``commit``), and being deleted.
 
-Creating a non-draft job and committing a draft do the same thing (SPEC §2: a draft is
-NEW, "nothing scheduled", until committed), so both call :func:`go_live`.
+Creating a non-draft job and committing a draft do the same thing (a draft is NEW,
+nothing scheduled, until committed: docs/job-spec.md, ``draft``), so both call
+:func:`go_live`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Reading jobs: one job with its graph, and filtered, keyset-paginated lists.
 
-A job's displayed state is its latest run's state (SPEC §2); a job without a run is
+A job's displayed state is its latest run's state (docs/decisions.md, "Bad input,
+limits, lists, metrics"); a job without a run is
 NEW (a draft) or SCHEDULED (a cron job waiting for its first fire).
 """
 

@@ -2,7 +2,7 @@
 
 Liveness comes from the workers' own Redis records (read by the caller); the READY
 counts from the database, so that a type nobody serves shows up as unserved with the
-tasks stuck on it (SPEC §5).
+tasks stuck on it (docs/decisions.md, "Every type served, and said when one is not").
 """
 
 from __future__ import annotations

@@ -1,4 +1,6 @@
-"""Creating and deleting subscriptions, each announced by an event (SPEC §4, §6).
+"""Creating and deleting subscriptions, each announced by an event.
+
+The rules: docs/decisions.md, "Notify: subscriptions, webhooks, Celery-task targets".
 
 Plain functions on the caller's session, so that the REST API and the ``stellwerk.jobs``
 queue consumer share them; the caller commits, then relays the returned outbox ids.

@@ -1,4 +1,6 @@
-"""Tenant isolation: a tenant-bound caller sees only its tenant's jobs and runs (SPEC §6).
+"""Tenant isolation: a tenant-bound caller sees only its tenant's jobs and runs.
+
+The rules: docs/decisions.md, "Tokens, scopes and tenants".
 
 Every route that names a job or a run calls :func:`visible_job` or :func:`visible_run`
 before it reads or acts; an object of another tenant is :class:`NotFound` with the same

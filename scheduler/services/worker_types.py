@@ -1,4 +1,6 @@
-"""Registering, listing and deleting worker types (``/worker-types``, SPEC §5).
+"""Registering, listing and deleting worker types (``/worker-types``).
+
+The rules: docs/decisions.md, "Post-backs, web-service callbacks, worker types".
 
 Worker types are shared by every tenant, like the task types of processors: a
 tenant-bound token may read them but not register or delete one (another tenant's

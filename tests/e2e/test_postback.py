@@ -280,7 +280,7 @@ def stub() -> Iterator[HttpStub]:
 def test_a_web_service_worker_gets_the_configured_headers_and_completes_by_callbacks(
     api: httpx.Client, connector: None, stub: HttpStub,
 ) -> None:
-    """SPEC §5 with the real connector: 201, then log, storage and status callbacks."""
+    """The web-service protocol with the real connector: 201, then log, storage and status."""
     name = f"ws-{uuid.uuid4().hex[:6]}"
     assert api.post("/worker-types", json={
         "name": name, "url": stub.url("/status/201/worker"),

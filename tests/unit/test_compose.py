@@ -1,4 +1,4 @@
-"""compose.yaml: the services SPEC §7 names, from one image, and valid for Compose."""
+"""compose.yaml: every component (docs/architecture.md), from one image, and valid for Compose."""
 
 from __future__ import annotations
 

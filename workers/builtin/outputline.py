@@ -1,7 +1,7 @@
 """One line of a task process's output: into the task log, and maybe the job storage.
 
 Shared by the processors that run a program (``shell``, ``kubernetes``): a stdout line
-``[saveJobStorage] {json}`` saves the job storage for the next run (SPEC §5), and every
+``[saveJobStorage] {json}`` saves the job storage for the next run (docs/job-spec.md), and every
 line, that one included, goes to the task log as it came.
 """
 

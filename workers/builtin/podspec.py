@@ -1,6 +1,6 @@
 """The Pod and Secret a ``kubernetes`` task runs as: pure manifests, JSON as the API takes it.
 
-The container gets the environment contract of a ``shell`` process (SPEC §5,
+The container gets the environment contract of a ``shell`` process (docs/job-spec.md,
 :func:`workers.builtin.shellenv.contract_variables`), except that the secure params
 never appear in the pod spec: they live in a Secret of the same name, referenced with
 ``secretKeyRef``, so that reading the pod (``kubectl get pod -o yaml``, an audit log)

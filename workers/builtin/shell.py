@@ -2,7 +2,7 @@
 
 Never through a shell string: ``argv[0]`` is executed with ``argv[1:]`` as its
 arguments, so nothing in a job's params is ever parsed by ``/bin/sh``. The process gets
-the environment contract of SPEC §5 (``JOB_ID``, ``JOB_PARAMS``, ``JOB_STORAGE``, ...);
+the environment contract of docs/job-spec.md (``JOB_ID``, ``JOB_PARAMS``, ...);
 its stdout and stderr lines become the task log, and a stdout line
 ``[saveJobStorage] {json}`` saves the job storage for the next run. It runs in its own
 process group, so a cancel or timeout stops whatever it started as well, and on Linux

@@ -1,4 +1,4 @@
-"""The environment of a ``shell`` task's process (SPEC §5).
+"""The environment of a ``shell`` task's process (docs/job-spec.md, "Built-in task types").
 
 The worker's own ``STELLWERK_*`` variables are left out: they hold its database URL,
 tokens and secret key, which a job's command has no business reading.

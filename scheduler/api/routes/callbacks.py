@@ -1,4 +1,6 @@
-"""``POST /runs/{id}/tasks/{task_run_id}/callbacks/log|storage|status`` (SPEC §5).
+"""``POST /runs/{id}/tasks/{task_run_id}/callbacks/log|storage|status``.
+
+The rules: docs/decisions.md, "Post-backs, web-service callbacks, worker types".
 
 A web-service worker calls these with the URLs the connector handed it; the ``token``
 in the query is the credential (``common.callbacks``: an HMAC of the task run and

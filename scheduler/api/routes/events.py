@@ -1,4 +1,7 @@
-"""``GET /events``: state changes as Server-Sent Events, live (SPEC §6).
+"""``GET /events``: state changes as Server-Sent Events, live.
+
+The rules: docs/decisions.md, "Notify: subscriptions, webhooks, Celery-task targets"
+("The live stream").
 
 The notify runner appends every event to a capped Redis stream
 (``scheduler.notify.live``); each client reads it with its own ``XREAD`` loop on

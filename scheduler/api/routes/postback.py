@@ -1,4 +1,7 @@
-"""``PUT /runs/{id}/tasks/{task}/outcome``: the post-back (SPEC §6)."""
+"""``PUT /runs/{id}/tasks/{task}/outcome``: the post-back (docs/processors.md).
+
+The rules: docs/decisions.md, "Post-backs, web-service callbacks, worker types".
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``GET /processors``: task types and the live workers serving them (SPEC §5)."""
+"""``GET /processors``: task types and the live workers serving them (docs/processors.md)."""
 
 from __future__ import annotations
 

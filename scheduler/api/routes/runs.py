@@ -115,8 +115,8 @@ _RUN_DOCS = {
     "retry": "Run a FAILED, TIMEOUT or CANCELED run again, without its COMPLETED tasks.",
     "confirm": "Confirm every task waiting for confirmation.",
 }
-# SPEC §6: ``job.task`` updates a single task (confirm, reject); skip and retry change
-# what the run does next, so they need ``job``.
+# ``job.task`` settles a single task (confirm, reject); skip and retry change what the
+# run does next, so they need ``job`` (docs/decisions.md, "Tokens, scopes and tenants").
 _TASK_SCOPES: dict[str, tuple[Scope, ...]] = {
     "confirm": ("job.task", "job"), "reject": ("job.task", "job"),
     "skip": ("job",), "retry": ("job",),

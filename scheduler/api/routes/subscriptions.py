@@ -1,4 +1,6 @@
-"""``/subscriptions``: who gets which events, and the log of their deliveries (SPEC §6).
+"""``/subscriptions``: who gets which events, and the log of their deliveries.
+
+The rules: docs/decisions.md, "Notify: subscriptions, webhooks, Celery-task targets".
 
 Creating and deleting need ``job``, reading ``job.read``. A tenant-bound token creates
 subscriptions of its tenant and sees only those; another tenant's is 404.

@@ -1,4 +1,7 @@
-"""``/worker-types``: task types served by web services, registered by name (SPEC §5)."""
+"""``/worker-types``: task types served by web services, registered by name.
+
+The rules: docs/decisions.md, "Post-backs, web-service callbacks, worker types".
+"""
 
 from __future__ import annotations
 

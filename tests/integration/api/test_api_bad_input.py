@@ -54,7 +54,7 @@ def _independent(n: int) -> bytes:
 
 
 CASES = [
-    # Graph rules (SPEC §2), each naming the task.
+    # Graph rules (docs/job-spec.md, "Task fields"), each naming the task.
     Bad("cyclic graph", 422, ["'a'", "cycle"],
         _tasks(_noop("s", "a"), _noop("a", "b"), _noop("b", "a"))),
     Bad("unknown successor", 422, ["'a'", "'ghost'"], _tasks(_noop("a", "ghost"))),

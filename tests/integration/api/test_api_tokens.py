@@ -1,4 +1,4 @@
-"""API tokens, scopes and tenants (SPEC §6, issue 4) against the real API and PostgreSQL."""
+"""API tokens, scopes and tenants (docs/decisions.md) against the real API and PostgreSQL."""
 
 from __future__ import annotations
 

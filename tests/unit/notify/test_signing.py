@@ -1,4 +1,4 @@
-"""The webhook signatures (SPEC §5, Standard Webhooks), checked against independent ones."""
+"""The webhook signatures (legacy and Standard Webhooks), checked against independent ones."""
 
 from __future__ import annotations
 
