@@ -13,9 +13,11 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from psycopg import Connection as PgConnection
+from psycopg import Cursor
+from psycopg.rows import args_row
 from sqlalchemy.orm import Session
 
 from common.domain.snapshot import RunSnapshot, TaskRunView
@@ -55,6 +57,33 @@ class RunRecord:
         """The job storage committed before this transaction (``{}`` when there is none)."""
         data = json.loads(self.storage_json) if self.storage_json else {}
         return data if isinstance(data, dict) else {}
+
+
+class LockedRun(NamedTuple):
+    """A row of :data:`LOCK_RUNS`, read by name."""
+
+    id: uuid.UUID
+    job_id: uuid.UUID
+    number: int
+    state: str
+    version: int
+    started_at: datetime | None
+    job_version: int
+    last_success_start: datetime | None
+    last_success_finish: datetime | None
+    storage_json: str | None
+
+
+class TaskRunRow(NamedTuple):
+    """A row of :data:`LOAD_TASK_RUNS`, read by name."""
+
+    run_id: uuid.UUID
+    id: uuid.UUID
+    name: str
+    state: str
+    attempt: int
+    base: int
+    detached: bool
 
 
 LOCK_RUNS = (
@@ -104,24 +133,25 @@ class RunLoader:
         unknown = [run_id for run_id in ids if run_id not in self._cache]
         with conn.pipeline():
             claimed = conn.execute(CLAIM_MESSAGES, (message_ids,)) if message_ids else None
-            locked = conn.execute(LOCK_RUNS, (ids,))
-            prefetched = conn.execute(LOAD_TASK_RUNS, (unknown,)) if unknown else None
+            locked = conn.cursor(row_factory=args_row(LockedRun)).execute(LOCK_RUNS, (ids,))
+            prefetched = _task_runs(conn, unknown) if unknown else None
         fresh = {row[0] for row in claimed.fetchall()} if claimed is not None else set()
         rows = locked.fetchall()
         task_rows = _by_run(prefetched.fetchall() if prefetched is not None else [])
         records: dict[uuid.UUID, RunRecord] = {}
         stale = []
         for row in rows:
-            cached = self._cache.get(row[0])
-            if cached is not None and cached.version == row[4]:
-                records[row[0]] = cached
+            cached = self._cache.get(row.id)
+            if cached is not None and cached.version == row.version:
+                records[row.id] = cached
             else:
                 stale.append(row)
         records.update(self._load(conn, stale, task_rows))
         for row in rows:
-            record = records[row[0]]
-            record.last_success_start, record.last_success_finish = row[7:9]
-            record.storage_json = row[9]
+            record = records[row.id]
+            record.last_success_start = row.last_success_start
+            record.last_success_finish = row.last_success_finish
+            record.storage_json = row.storage_json
         return fresh, records
 
     def remember(self, record: RunRecord) -> None:
@@ -133,38 +163,43 @@ class RunLoader:
         self._cache.pop(run_id, None)
 
     def _load(
-        self, conn: PgConnection[Any], rows: list[Any], task_rows: dict[uuid.UUID, list[Any]],
+        self, conn: PgConnection[Any], rows: list[LockedRun],
+        task_rows: dict[uuid.UUID, list[TaskRunRow]],
     ) -> dict[uuid.UUID, RunRecord]:
         """Records of locked runs; task runs not in ``task_rows`` are read here."""
         if not rows:
             return {}
-        jobs = self._structures.get_many(conn, {row[1]: row[6] for row in rows})
-        missing = [row[0] for row in rows if row[0] not in task_rows]
+        jobs = self._structures.get_many(conn, {row.job_id: row.job_version for row in rows})
+        missing = [row.id for row in rows if row.id not in task_rows]
         if missing:
-            task_rows = {**task_rows, **_by_run(conn.execute(LOAD_TASK_RUNS, (missing,)))}
-        return {row[0]: _record(row, jobs[row[1]], task_rows.get(row[0], [])) for row in rows}
+            task_rows = {**task_rows, **_by_run(_task_runs(conn, missing).fetchall())}
+        return {row.id: _record(row, jobs[row.job_id], task_rows.get(row.id, [])) for row in rows}
 
 
-def _by_run(task_rows: Iterable[Any]) -> dict[uuid.UUID, list[Any]]:
-    """Task run rows grouped by their run id (the first column, dropped)."""
-    grouped: dict[uuid.UUID, list[Any]] = defaultdict(list)
+def _task_runs(conn: PgConnection[Any], run_ids: list[uuid.UUID]) -> Cursor[TaskRunRow]:
+    """The task runs of ``run_ids`` (in a pipeline: fetched when the pipeline syncs)."""
+    return conn.cursor(row_factory=args_row(TaskRunRow)).execute(LOAD_TASK_RUNS, (run_ids,))
+
+
+def _by_run(task_rows: Iterable[TaskRunRow]) -> dict[uuid.UUID, list[TaskRunRow]]:
+    """Task run rows grouped by their run id."""
+    grouped: dict[uuid.UUID, list[TaskRunRow]] = defaultdict(list)
     for task_row in task_rows:
-        grouped[task_row[0]].append(task_row[1:])
+        grouped[task_row.run_id].append(task_row)
     return grouped
 
 
-def _record(row: Any, job: JobStructure, task_rows: list[Any]) -> RunRecord:
+def _record(row: LockedRun, job: JobStructure, task_rows: list[TaskRunRow]) -> RunRecord:
     """A run's record from its lock row, its job's structure and its task run rows."""
-    run_id, _, number, state, version, started_at = row[:6]
-    views = {name: TaskRunView(TaskState(st), attempt, base)
-             for _, name, st, attempt, base, _ in task_rows}
+    views = {t.name: TaskRunView(TaskState(t.state), t.attempt, t.base) for t in task_rows}
     snapshot = RunSnapshot(
-        state=RunState(state), graph=job.graph, info=job.infos,
+        state=RunState(row.state), graph=job.graph, info=job.infos,
         tasks={name: views[name] for name in job.tasks if name in views},
         canary=job.canary, failure_threshold=job.failure_threshold,
     )
     return RunRecord(
-        id=run_id, job=job, number=number, version=version, started_at=started_at,
-        snapshot=snapshot, task_run_ids={name: id_ for id_, name, *_ in task_rows},
-        detached={row[1] for row in task_rows if row[5]},
+        id=row.id, job=job, number=row.number, version=row.version,
+        started_at=row.started_at, snapshot=snapshot,
+        task_run_ids={t.name: t.id for t in task_rows},
+        detached={t.name for t in task_rows if t.detached},
     )
