@@ -17,12 +17,13 @@ from common.config import Settings
 from common.messaging.messages import utcnow
 from scheduler.api.admission import Admission
 from scheduler.api.errors import install_error_handlers
-from scheduler.api.limits import BodySizeLimit, Limits
+from scheduler.api.limits import BodySizeLimit
 from scheduler.api.openapi import openapi_document
 from scheduler.api.resources import Clock, Resources
 from scheduler.api.routes import api_router
 from scheduler.api.routes.events import EVENTS_PATH, LiveEvents
 from scheduler.api.web_ui import web_ui_router
+from scheduler.services.limits import Limits
 
 API_VERSION_PATH = "/api/v1"
 

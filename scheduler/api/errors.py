@@ -2,7 +2,8 @@
 
 Validation errors list each fault with its location, and the ``detail`` line names
 the field or task at fault, because a person reading a 4xx has only the message to go
-by. Input values are never echoed: they may hold secure params.
+by (the wording: ``scheduler.services.faults``, shared with the ``stellwerk.jobs``
+consumer). Input values are never echoed: they may hold secure params.
 """
 
 from __future__ import annotations
@@ -21,13 +22,13 @@ from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Match
 from starlette.types import Scope
 
+from scheduler.services import faults
 from scheduler.services.errors import Conflict, Forbidden, InvalidInput, NotFound, ServiceError
 
 PROBLEM_JSON = "application/problem+json"
 _SERVICE_STATUS: dict[type[ServiceError], int] = {
     Forbidden: 403, NotFound: 404, Conflict: 409, InvalidInput: 422,
 }
-_DETAIL_ERRORS = 5
 
 log = logging.getLogger("stellwerk.api")
 
@@ -84,7 +85,7 @@ async def _api_error(request: Request, exc: Exception) -> JSONResponse:
 async def _service_error(request: Request, exc: Exception) -> JSONResponse:
     if isinstance(exc, InvalidInput):
         errors = [{"loc": list(exc.loc), "msg": exc.msg, "type": "value_error"}]
-        return problem(422, _line(_where(exc.loc), exc.msg), errors=errors)
+        return problem(422, faults.line(faults.where(exc.loc), exc.msg), errors=errors)
     status = next((s for cls, s in _SERVICE_STATUS.items() if isinstance(exc, cls)), 400)
     return problem(status, str(exc))
 
@@ -96,20 +97,8 @@ async def _validation_error(request: Request, exc: Exception) -> JSONResponse:
     if malformed is not None:
         reason = malformed.get("ctx", {}).get("error", "JSON decode error")
         return problem(400, f"malformed JSON body: {reason} (at character {malformed['loc'][-1]})")
-    errors = [{"loc": list(e["loc"]), "msg": _message(e), "type": e["type"]} for e in raw]
-    return problem(422, describe_faults(errors, exc.body), errors=errors)
-
-
-def describe_faults(errors: Sequence[Mapping[str, Any]], body: Any = None) -> str:
-    """The one-line ``detail`` of validation faults (``loc`` and ``msg`` each), for people.
-
-    Public because the ``stellwerk.jobs`` consumer answers a bad request with the very
-    message ``POST /jobs`` would give.
-    """
-    lines = [_line(_where(e["loc"], body), _message(dict(e))) for e in errors[:_DETAIL_ERRORS]]
-    if len(errors) > _DETAIL_ERRORS:
-        lines.append(f"and {len(errors) - _DETAIL_ERRORS} more")
-    return "; ".join(lines)
+    errors = [{"loc": list(e["loc"]), "msg": faults.message(e), "type": e["type"]} for e in raw]
+    return problem(422, faults.describe_faults(errors, exc.body), errors=errors)
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
@@ -162,40 +151,3 @@ async def _unstorable(request: Request, exc: Exception) -> JSONResponse:
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return problem(500, "internal error; the server log has the details")
-
-
-def _message(error: dict[str, Any]) -> str:
-    """Pydantic's message without its "Value error, " prefix: ours already says enough."""
-    if error.get("type") == "missing" and tuple(error.get("loc", ())) == ("body",):
-        return "a JSON body is required"
-    return str(error.get("msg", "")).removeprefix("Value error, ")
-
-
-def _line(where: str, msg: str) -> str:
-    return f"{where}: {msg}" if where else msg
-
-
-def _where(loc: Sequence[Any], body: Any = None) -> str:
-    """Where a fault is, for people: ``tasks[1].type (task 'b')``, ``path parameter job_id``.
-
-    A fault of the whole body (a graph rule) has no place to name; its message names
-    the task itself.
-    """
-    source, *rest = loc or ["request"]
-    if source in {"path", "query", "header"} and rest:
-        return f"{source} parameter {rest[0]}"
-    if source != "body":
-        return str(source)
-    text = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in rest)
-    return text.lstrip(".") + _task_of(rest, body)
-
-
-def _task_of(rest: Sequence[Any], body: Any) -> str:
-    """`` (task 'name')`` when the fault lies inside a task that has a name."""
-    if len(rest) < 3 or rest[0] != "tasks" or not isinstance(rest[1], int):
-        return ""
-    try:
-        name = body["tasks"][rest[1]]["name"]
-    except (KeyError, IndexError, TypeError):
-        return ""
-    return f" (task {name!r})" if isinstance(name, str) else ""

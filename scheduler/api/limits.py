@@ -3,38 +3,22 @@
 The body size is enforced by :class:`BodySizeLimit`, an ASGI middleware that buffers
 the body up to the limit before any route sees it, so an oversized request is 413 and
 costs no more than the limit, whether it declares its length or is sent chunked.
+The sizes and the params check are shared with the ``stellwerk.jobs`` consumer
+(``scheduler.services.limits``).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.exceptions import RequestValidationError
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from common.config import Settings
 from common.domain.patch import JobPatch
 from common.domain.spec import JobSpec
 from scheduler.api.errors import problem
-
-_PARAMS_FIELDS = ("params", "secure_params", "storage")
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Sizes the API refuses beyond; from settings (``STELLWERK_API_MAX_*``)."""
-
-    max_body_bytes: int
-    max_params_bytes: int
-
-    @classmethod
-    def of(cls, settings: Settings) -> Limits:
-        """The limits configured in ``settings``."""
-        return cls(settings.api_max_body_bytes, settings.api_max_params_bytes)
+from scheduler.services.limits import Limits, params_faults
 
 
 def get_limits(request: Request) -> Limits:
@@ -56,30 +40,6 @@ def check_params_sizes(spec: JobSpec | JobPatch, max_bytes: int) -> None:
     if faults:
         names = {"tasks": [{"name": task.name} for task in spec.tasks or []]}
         raise RequestValidationError(faults, body=names)
-
-
-def params_faults(spec: JobSpec | JobPatch, max_bytes: int) -> list[dict[str, Any]]:
-    """The first params object larger than ``max_bytes``, as a fault (none: empty)."""
-    for loc, value in _params_objects(spec):
-        size = len(json.dumps(value, separators=(",", ":")).encode())
-        if size > max_bytes:
-            return [{"loc": loc, "msg": f"is {size} bytes as JSON; the limit is {max_bytes}",
-                     "type": "value_error"}]
-    return []
-
-
-def _params_objects(
-    spec: JobSpec | JobPatch,
-) -> Iterator[tuple[tuple[str | int, ...], dict[str, Any]]]:
-    for name in _PARAMS_FIELDS:
-        value = getattr(spec, name, None)
-        if value:
-            yield ("body", name), value
-    for index, task in enumerate(spec.tasks or []):
-        for name in ("params", "secure_params"):
-            value = getattr(task, name)
-            if value:
-                yield ("body", "tasks", index, name), value
 
 
 class BodySizeLimit:

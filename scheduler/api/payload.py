@@ -5,21 +5,22 @@ character (U+0000), and Python's JSON reader accepts ``NaN`` and ``Infinity``,
 which JSONB refuses too. Unchecked, both reached the database and came back as 500s.
 This dependency runs on every protected route, after authentication and before the
 route's body validation, and answers 422 naming the field or parameter at fault.
+The faults are found by ``scheduler.services.unstorable``, shared with the
+``stellwerk.jobs`` consumer.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator
 from typing import Any
 
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 
-_NUL = "\x00"
+from scheduler.services.unstorable import NUL, fault, unstorable_faults
+
 _SUSPECT = (b"\\u0000", b"NaN", b"Infinity")  # a body without these needs no parse
-Loc = tuple[str | int, ...]
 
 
 async def refuse_unstorable(request: Request) -> None:
@@ -34,11 +35,11 @@ async def refuse_unstorable(request: Request) -> None:
 
 def _url_faults(request: Request) -> Iterator[dict[str, Any]]:
     for name, value in request.path_params.items():
-        if _NUL in str(value):
-            yield _fault(("path", name), "may not contain the NUL character")
+        if NUL in str(value):
+            yield fault(("path", name), "may not contain the NUL character")
     for name, value in request.query_params.multi_items():
-        if _NUL in name or _NUL in value:
-            yield _fault(("query", name.replace(_NUL, "")), "may not contain the NUL character")
+        if NUL in name or NUL in value:
+            yield fault(("query", name.replace(NUL, "")), "may not contain the NUL character")
 
 
 def _body_faults(body: bytes) -> list[dict[str, Any]]:
@@ -48,35 +49,8 @@ def _body_faults(body: bytes) -> list[dict[str, Any]]:
     return unstorable_faults(parsed)
 
 
-def unstorable_faults(parsed: Any) -> list[dict[str, Any]]:
-    """The faults of a parsed body, under ``body`` (also for ``stellwerk.jobs`` requests)."""
-    return [_fault(("body", *loc), msg) for loc, msg in _walk(parsed)]
-
-
-def _walk(value: Any) -> Iterator[tuple[Loc, str]]:
-    """Faults inside a parsed JSON document, iteratively (it may be nested deeply)."""
-    stack: list[tuple[Loc, Any]] = [((), value)]
-    while stack:
-        loc, item = stack.pop()
-        if isinstance(item, str) and _NUL in item:
-            yield loc, "text may not contain the NUL character (\\u0000)"
-        elif isinstance(item, float) and not math.isfinite(item):
-            yield loc, "must be a finite number (NaN and Infinity are not JSON)"
-        elif isinstance(item, dict):
-            for key, child in item.items():
-                if _NUL in key:
-                    yield loc, "a key may not contain the NUL character (\\u0000)"
-                stack.append(((*loc, key.replace(_NUL, "\\u0000")), child))
-        elif isinstance(item, list):
-            stack.extend(((*loc, index), child) for index, child in enumerate(item))
-
-
 def _parsed(body: bytes) -> Any:
     try:
         return json.loads(body)
     except (ValueError, RecursionError):
         return None
-
-
-def _fault(loc: Loc, msg: str) -> dict[str, Any]:
-    return {"loc": loc, "msg": msg, "type": "value_error"}

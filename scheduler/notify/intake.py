@@ -32,9 +32,9 @@ from common.messaging.messages import Event
 from common.outage import Outage
 from common.persistence.db import driver
 from common.unreachable import REDIS_UNREACHABLE, database_unreachable
-from scheduler.notify.live import append_events
 from scheduler.notify.recording import record_deliveries
 from scheduler.notify.wakeup import Wakeup
+from scheduler.services.live_events import append_events
 
 log = logging.getLogger("stellwerk.notify")
 BATCH_ROWS = 100

@@ -20,9 +20,9 @@ from common.messaging.messages import EVENT_TASK, Event
 from common.messaging.publisher import Outgoing
 from common.persistence.notify_events import record_events, recorded_here
 from common.persistence.outbox import enqueue
-from scheduler.api.errors import describe_faults
 from scheduler.producers.validation import Refused, Sender
 from scheduler.services.errors import InvalidInput, ServiceError
+from scheduler.services.faults import describe_faults
 
 log = logging.getLogger("stellwerk.producers")
 INTERNAL_ERROR = "internal error; the notify process's log has the details"

@@ -31,7 +31,6 @@ from common.messaging.requests import (
     parse_request,
 )
 from common.secure_params import SecretBox
-from scheduler.api.limits import Limits
 from scheduler.engine.writer import claim_messages
 from scheduler.producers.answers import answer_event, reason_of, refuse, reply
 from scheduler.producers.validation import Sender, job_body, request_faults, subscription_body
@@ -39,6 +38,7 @@ from scheduler.services.access import Principal, tenant_of_new_job
 from scheduler.services.egress_checks import check_job, check_subscription
 from scheduler.services.job_lifecycle import delete_job
 from scheduler.services.jobs import create_job
+from scheduler.services.limits import Limits
 from scheduler.services.subscriptions import create_subscription, delete_subscription
 from scheduler.services.tenancy import visible_job
 

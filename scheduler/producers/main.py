@@ -12,13 +12,13 @@ from common.messaging.reliable import BatchReader, default_owner
 from common.persistence.db import make_engine, make_sessions
 from common.persistence.outbox import OutboxRelay
 from common.secure_params import SecretBox
-from scheduler.api.limits import Limits
 from scheduler.engine.commands import RunControl
 from scheduler.engine.loading import RunLoader
 from scheduler.engine.stopper import Stopper
 from scheduler.engine.structure import StructureCache
 from scheduler.producers.consumer import RequestConsumer
 from scheduler.producers.handler import ACTOR, RequestHandler
+from scheduler.services.limits import Limits
 
 
 def build_request_consumer(settings: Settings) -> RequestConsumer:

@@ -16,12 +16,12 @@ from uuid import UUID, uuid4
 
 from pydantic import ValidationError
 
+from common.domain.spec import JobSpec
 from common.domain.subscriptions import SubscriptionSpec
 from common.messaging.requests import KINDS, JobsRequest
-from scheduler.api.errors import describe_faults
-from scheduler.api.limits import Limits, params_faults
-from scheduler.api.payload import unstorable_faults
-from scheduler.api.schemas import JobCreate
+from scheduler.services.faults import describe_faults
+from scheduler.services.limits import Limits, params_faults
+from scheduler.services.unstorable import unstorable_faults
 
 
 class Refused(Exception):
@@ -66,11 +66,15 @@ def request_faults(error: ValidationError) -> str:
     )
 
 
-def job_body(body: dict[str, Any], limits: Limits) -> JobCreate:
-    """The body as ``POST /jobs`` would accept it, or :class:`Refused` with its reason."""
+def job_body(body: dict[str, Any], limits: Limits) -> JobSpec:
+    """The body as ``POST /jobs`` would accept it, or :class:`Refused` with its reason.
+
+    ``POST /jobs`` takes a ``JobSpec`` (named ``JobCreate`` in its OpenAPI document,
+    which adds nothing to it), as ``POST /subscriptions`` takes a ``SubscriptionSpec``.
+    """
     _check_size_and_text(body, limits.max_body_bytes)
     try:
-        spec = JobCreate.model_validate(body)
+        spec = JobSpec.model_validate(body)
     except ValidationError as error:
         raise Refused(_body_faults(error, body)) from error
     if faults := params_faults(spec, limits.max_params_bytes):

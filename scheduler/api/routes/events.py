@@ -4,7 +4,7 @@ The rules: docs/decisions.md, "Notify: subscriptions, webhooks, Celery-task targ
 ("The live stream").
 
 The notify runner appends every event to a capped Redis stream
-(``scheduler.notify.live``); each client reads it with its own ``XREAD`` loop on
+(``scheduler.services.live_events``); each client reads it with its own ``XREAD`` loop on
 ``redis.asyncio``, so a stream costs the API no thread and no database connection (the
 session that authenticated the request is closed before the first event). The SSE
 ``id`` of an event is its stream entry id: a client that reconnects with
@@ -27,7 +27,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
 from scheduler.api.deps import PrincipalDep, SessionDep, scope
-from scheduler.notify.live import STREAM_FIELD, STREAM_KEY
+from scheduler.services.live_events import STREAM_FIELD, STREAM_KEY
 from scheduler.services.tenancy import visible_job, visible_run
 
 EVENTS_PATH = "/events"

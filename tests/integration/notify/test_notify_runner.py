@@ -13,10 +13,10 @@ from standardwebhooks.webhooks import Webhook
 from common.messaging.messages import utcnow
 from scheduler.notify.backoff import NextStep
 from scheduler.notify.deliveries import Attempt, DeliveryStore
-from scheduler.notify.live import EVENTS_CHANNEL, STREAM_KEY
 from scheduler.notify.main import NotifyRunner
 from scheduler.notify.recording import record_deliveries
 from scheduler.notify.signing import verify
+from scheduler.services.live_events import EVENTS_CHANNEL, STREAM_KEY
 from tests.integration.notify.conftest import Log, Notify, event, running
 from tests.webhook_receiver import Receiver
 

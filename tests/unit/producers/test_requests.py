@@ -9,13 +9,13 @@ import pytest
 from pydantic import ValidationError
 
 from common.messaging.requests import CreateJob, DeleteJob, parse_request
-from scheduler.api.limits import Limits
 from scheduler.producers.validation import (
     Refused,
     Sender,
     job_body,
     request_faults,
 )
+from scheduler.services.limits import Limits
 
 LIMITS = Limits(max_body_bytes=1024 * 1024, max_params_bytes=64 * 1024)
 

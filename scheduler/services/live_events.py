@@ -3,7 +3,8 @@
 The stream keeps the last ~10,000 events, so a client that reconnects with
 ``Last-Event-ID`` (a stream entry id) gets what it missed, as long as it is still there.
 Each event is also published on the ``stellwerk:events`` channel for listeners that only
-want what happens from now on.
+want what happens from now on. The notify runner appends (``scheduler.notify.intake``),
+the REST API reads (``GET /events``): the keys are theirs to share, so they live here.
 """
 
 from __future__ import annotations
