@@ -69,9 +69,28 @@ def beat() -> None:
 
 def notify() -> None:
     """Deliver state-change events to subscribers (webhooks, Celery tasks, the live stream)."""
-    from scheduler.notify.main import run_notify  # noqa: PLC0415
-
     run_notify(component_settings())
+
+
+def run_notify(settings: Settings) -> None:
+    """Run the ``stellwerk notify`` process until SIGTERM or SIGINT: two components in one.
+
+    The notify runner shares the process and its stop signal with the consumer of
+    producers' requests (``stellwerk.jobs``). Neither package imports the other (the
+    layers contract in pyproject.toml, issue 15): the process is composed here, in its
+    entry point, as every process is composed in its own.
+    """
+    from common.health import health_dir  # noqa: PLC0415
+    from scheduler.notify.egress_transport import webhook_client  # noqa: PLC0415
+    from scheduler.notify.main import build_runner  # noqa: PLC0415
+    from scheduler.producers.main import build_request_consumer  # noqa: PLC0415
+    from scheduler.service import Together, configure_logging, run_until_signalled  # noqa: PLC0415
+
+    configure_logging("notify")  # before the loops are built: nothing they log is lost
+    with webhook_client(settings.egress, settings.webhook_timeout) as http:
+        # Beside the runner: the consumer of producers' requests (``stellwerk.jobs``).
+        loops = Together([build_runner(settings, http), build_request_consumer(settings)])
+        run_until_signalled("notify", loops, health_dir=health_dir(settings.data_dir))
 
 
 def worker(

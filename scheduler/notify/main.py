@@ -4,6 +4,8 @@ Two loops share one stop signal: the intake (``intake``) turns the events record
 PostgreSQL into deliveries and live-stream entries, the delivery loop
 (``delivery_loop``) sends the deliveries: signed webhook POSTs with retries and a
 dead-letter state, or Celery task messages. Several runners may run side by side.
+The ``stellwerk notify`` process runs this runner beside the consumer of producers'
+requests; it is composed in its entry point, ``scheduler.cli.components.run_notify``.
 """
 
 from __future__ import annotations
@@ -14,7 +16,6 @@ import httpx
 import redis
 
 from common.config import Settings
-from common.health import health_dir
 from common.messaging.messages import utcnow
 from common.messaging.publisher import Publisher
 from common.persistence.db import make_engine, make_sessions
@@ -22,12 +23,9 @@ from common.secure_params import SecretBox
 from scheduler.notify.backoff import RetryPolicy
 from scheduler.notify.deliveries import DeliveryStore
 from scheduler.notify.delivery_loop import DeliveryLoop
-from scheduler.notify.egress_transport import webhook_client
 from scheduler.notify.intake import Intake
 from scheduler.notify.senders import CeleryTaskSender, Sender, WebhookSender
 from scheduler.notify.wakeup import Wakeup
-from scheduler.producers.main import build_request_consumer
-from scheduler.service import Together, configure_logging, run_until_signalled
 
 
 class NotifyRunner:
@@ -76,12 +74,3 @@ def build_runner(settings: Settings, http: httpx.Client) -> NotifyRunner:
     intake = Intake(sessions, Wakeup(database_url), client, clock=utcnow, stopping=stopping,
                     on_deliveries=deliveries.wake.set)
     return NotifyRunner(intake, deliveries, stopping)
-
-
-def run_notify(settings: Settings) -> None:
-    """Run the notify runner until SIGTERM or SIGINT."""
-    configure_logging("notify")  # before the loops are built: nothing they log is lost
-    with webhook_client(settings.egress, settings.webhook_timeout) as http:
-        # Beside the runner: the consumer of producers' requests (``stellwerk.jobs``).
-        loops = Together([build_runner(settings, http), build_request_consumer(settings)])
-        run_until_signalled("notify", loops, health_dir=health_dir(settings.data_dir))
