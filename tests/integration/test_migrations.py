@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import get_args
 
 import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import Connection, Index, create_engine, inspect, text
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.schema import CreateIndex, DropIndex
 
+from common.domain.states import RunState, TaskState
+from common.persistence import migrations
 from common.persistence.db import sqlalchemy_url
 from common.persistence.migrate import alembic_config, upgrade
 from common.persistence.models import Base
+from scheduler.notify.backoff import DeliveryState
 
 
 @pytest.fixture
@@ -99,3 +107,36 @@ def _indexdef(conn: Connection, name: str) -> str | None:
         text("SELECT pg_get_indexdef(to_regclass(:name))"), {"name": name}
     ).scalar_one()
     return str(row) if row is not None else None
+
+
+def _state_checks() -> ModuleType:
+    """Migration 0009, loaded from its file (migrations are no importable package)."""
+    path = Path(migrations.__file__).parent / "versions" / "0009_state_checks.py"
+    spec = importlib.util.spec_from_file_location("state_checks", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_state_checks_list_exactly_the_states_the_code_knows() -> None:
+    checks = _state_checks()
+    assert set(checks.RUN_STATES) == {state.value for state in RunState}
+    assert set(checks.TASK_STATES) == {state.value for state in TaskState}
+    assert set(checks.DELIVERY_STATES) == set(get_args(DeliveryState))
+    assert set(checks.FIRE_OUTCOMES) == {"run", "skipped", "buffered"}
+
+
+def test_a_state_no_code_knows_is_refused_by_the_database(connection: Connection) -> None:
+    validated = {name: valid for name, valid in connection.execute(text(
+        "SELECT conname, convalidated FROM pg_constraint WHERE contype = 'c' "
+        "AND conname IN ('ck_runs_state', 'ck_task_runs_state', 'ck_journal_from_state', "
+        "'ck_journal_to_state', 'ck_deliveries_state', 'ck_fires_outcome')"
+    ))}
+    assert validated == dict.fromkeys(validated, True) and len(validated) == 6
+
+    with pytest.raises(IntegrityError, match="ck_journal_to_state"):
+        connection.execute(text(
+            "INSERT INTO journal (run_id, at, from_state, to_state, reason, actor) "
+            "VALUES (gen_random_uuid(), now(), '', 'DONE', '', 'test')"
+        ))
