@@ -15,6 +15,14 @@ from typing import Any
 
 from common.domain.snapshot import Dispatch, RetryAt, RunChange, Stop, TaskChange, Transition
 from common.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
+from common.domain.timers import (
+    Clock,
+    RunTiming,
+    attempt_timers,
+    detached_timers,
+    renewed_lease,
+    run_timers,
+)
 from common.messaging.messages import Event, TaskResult
 from common.messaging.publisher import Outgoing
 from scheduler.engine.dispatch import dispatch_message
@@ -82,30 +90,29 @@ class ChangeSet:
             return
         if result.detached:
             run.detached.add(task)
-            self.tasks[task_id].update(self._detach(run, task))
+            timers = detached_timers(self._clock, _timeout(run, task))
+            self.tasks[task_id].update(detached=True, **timers)
         elif task not in run.detached and run.snapshot.tasks[task].state == T.ACTIVE:
-            self.tasks[task_id]["lease_expires_at"] = self.now + self.lease_ttl
+            self.tasks[task_id]["lease_expires_at"] = renewed_lease(self._clock)
 
-    def _detach(self, run: RunRecord, task: str) -> dict[str, Any]:
-        """Columns of a detached attempt: no lease, a deadline one timeout from now.
-
-        Without a lease a restart of whoever reported it never requeues it; the beat's
-        timeout duty ends it at the deadline (``task_timeout``).
-        """
-        timeout = timedelta(seconds=run.job.tasks[task].timeout_s)
-        return {"detached": True, "lease_expires_at": None, "deadline_at": self.now + timeout}
+    @property
+    def _clock(self) -> Clock:
+        return Clock(self.now, self.lease_ttl)
 
     def _task_change(self, run: RunRecord, change: TaskChange, result: TaskResult | None) -> None:
         task_id = run.task_run_ids[change.task]
         cols = self.tasks[task_id]
         cols.update(state=change.new.value, attempt=change.attempt, base=change.base)
-        cols.update(_columns_for(change.new, result, self.now, self.lease_ttl))
-        timeout = timedelta(seconds=run.job.tasks[change.task].timeout_s)
-        cols.update(_attempt_timers(change.new, cols.get("started_at"), timeout, self))
+        cols.update(_columns_for(change.new, result, self.now))
         if change.new in (T.READY, T.WAITING):
             run.detached.discard(change.task)  # a new attempt starts attached
-        elif change.new == T.ACTIVE and change.task in run.detached:
-            cols.update(self._detach(run, change.task))
+        detached = change.new == T.ACTIVE and change.task in run.detached
+        cols.update(attempt_timers(
+            change.new, self._clock, timeout=_timeout(run, change.task),
+            started=cols.get("started_at"), detached=detached,
+        ))
+        if detached:
+            cols["detached"] = True
         self.journal.append({
             "run_id": run.id, "task": change.task, "attempt": change.attempt, "at": self.now,
             "from_state": change.old.value, "to_state": change.new.value,
@@ -127,9 +134,9 @@ class ChangeSet:
             cols["finished_at"] = None
         if change.new == R.COMPLETED and run.started_at is not None:
             self.successes[run.job.id] = (run.started_at, self.now)
-        cols.update(_timer_columns(run, change, self.now))
-        if change.new == R.ACTIVE and change.old == R.READY:
-            cols.update(_suspension_columns(run, self.now))
+        job = run.job
+        cols.update(run_timers(change, self.now,
+                               RunTiming(job.timeout, job.suspend_at, job.suspend_after)))
         self.journal.append({
             "run_id": run.id, "task": None, "attempt": None, "at": self.now,
             "from_state": change.old.value, "to_state": change.new.value,
@@ -166,19 +173,16 @@ class ChangeSet:
         return messages
 
 
-def _columns_for(
-    new: TaskState, result: TaskResult | None, now: datetime, lease_ttl: timedelta
-) -> dict[str, Any]:
-    """Task-run columns that follow from entering ``new``."""
+def _columns_for(new: TaskState, result: TaskResult | None, now: datetime) -> dict[str, Any]:
+    """Task-run columns that follow from entering ``new`` (its timers apart)."""
     if new == T.ACTIVE:
         started = result.started_at if result and result.started_at else now
         worker = result.worker if result else None
-        return {"started_at": started, "worker": worker, "lease_expires_at": now + lease_ttl,
-                "finished_at": None}
+        return {"started_at": started, "worker": worker, "finished_at": None}
     if new in (T.READY, T.WAITING):
         return {"started_at": None, "finished_at": None, "worker": None, "output": None,
-                "message": "", "lease_expires_at": None, "retry_at": None, "detached": False}
-    cols: dict[str, Any] = {"lease_expires_at": None}
+                "message": "", "retry_at": None, "detached": False}
+    cols: dict[str, Any] = {}
     reported = result is not None and result.kind == "finished"
     if new in TASK_TERMINAL or new in (T.CONFIRM, T.SOFT_FAILED):
         # The worker's own finishing time, when it reported one: the engine may apply
@@ -190,47 +194,8 @@ def _columns_for(
     return cols
 
 
-def _attempt_timers(
-    new: TaskState, started: datetime | None, timeout: timedelta, changes: ChangeSet
-) -> dict[str, Any]:
-    """Due times of the beat's watch over attempts (``scheduler.beat.attempts``).
-
-    A READY attempt is checked a lease after its dispatch: claimed by a worker that is
-    no longer live, it is lost. An ACTIVE one gets its timeout backstop a lease after
-    the deadline its worker enforces, so a live worker's own TIMEOUT report comes first.
-    """
-    if new == T.READY:
-        return {"claim_check_at": changes.now + changes.lease_ttl, "deadline_at": None}
-    if new == T.ACTIVE:
-        deadline = (started or changes.now) + timeout + changes.lease_ttl
-        return {"claim_check_at": None, "deadline_at": deadline}
-    return {"claim_check_at": None, "deadline_at": None}
-
-
-def _suspension_columns(run: RunRecord, now: datetime) -> dict[str, Any]:
-    """When a run that starts now is suspended (``scheduler.beat.suspension``)."""
-    job = run.job
-    if job.suspend_at is not None:
-        return {"suspend_due_at": job.suspend_at}
-    if job.suspend_after is not None:
-        return {"suspend_due_at": now + job.suspend_after}
-    return {}
-
-
-def _timer_columns(run: RunRecord, change: RunChange, now: datetime) -> dict[str, Any]:
-    """The due times the beat's run timers read (``scheduler.beat.timers``).
-
-    A run's timeout counts from its start, and again from a retry (else a retried run
-    past its timeout would time out at once); a finished run has no timer left.
-    """
-    if change.new == R.CANCEL_REQUESTED:
-        return {"cancel_requested_at": now, "cancel_grace_sent_at": None}
-    if change.new in RUN_TERMINAL:
-        return {"timeout_at": None}
-    restarted = change.old == R.READY or change.old in RUN_TERMINAL
-    if change.new == R.ACTIVE and restarted and run.job.timeout is not None:
-        return {"timeout_at": now + run.job.timeout}
-    return {}
+def _timeout(run: RunRecord, task: str) -> timedelta:
+    return timedelta(seconds=run.job.tasks[task].timeout_s)
 
 
 def _run_event_names(change: RunChange) -> list[str]:

@@ -5,6 +5,9 @@ Invariants checked after every step:
 - no (task, attempt) is dispatched twice, and every dispatch moved that task to READY,
   except a repair's ``Redeliver``, which sends the READY attempt it names once more;
 - the incremental counters equal counters recomputed from scratch;
+- every attempt a change leaves READY or ACTIVE has a timer the beat watches (a claim
+  check, a lease, a deadline), and nothing else has one; a finished run keeps no
+  timeout (``common.domain.timers``);
 - a run is terminal exactly when no task can make progress.
 """
 
@@ -19,11 +22,14 @@ from hypothesis import strategies as st
 from common.domain import events as ev
 from common.domain.graph import Graph
 from common.domain.machine import Refused, advance
-from common.domain.snapshot import Dispatch, RunSnapshot, TaskInfo, TaskRunView
+from common.domain.snapshot import Dispatch, RunSnapshot, TaskInfo, TaskRunView, Transition
 from common.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
+from common.domain.timers import Clock, RunTiming, attempt_timers, run_timers
 
 T = TaskState
 NOW = datetime(2027, 1, 1, tzinfo=UTC)
+LEASE = timedelta(seconds=6)
+TIMEOUT = timedelta(minutes=5)
 OUTCOMES = [T.COMPLETED, T.COMPLETED, T.COMPLETED, T.FAILED, T.REJECTED, T.TIMEOUT]
 
 
@@ -78,6 +84,7 @@ class Driver:
                 self.dispatched.add(key)
         self.snap.apply(transition)
         self.check()
+        check_timers(transition)
 
     def check(self) -> None:
         fresh = RunSnapshot(
@@ -95,6 +102,26 @@ class Driver:
         if self.snap.state == RunState.ACTIVE:
             moving = {T.READY, T.ACTIVE, T.SOFT_FAILED}
             assert states & moving, f"ACTIVE run with nothing moving: {states}"
+
+
+def check_timers(transition: Transition) -> None:
+    """No live attempt without a timer, no timer on anything else; runs likewise."""
+    clock = Clock(NOW, LEASE)
+    for change in transition.task_changes:
+        for detached in (False, True):
+            timers = attempt_timers(change.new, clock, timeout=TIMEOUT, detached=detached)
+            set_at = (timers.get("lease_expires_at"), timers.get("claim_check_at"),
+                      timers.get("deadline_at"))
+            watched = [at for at in set_at if at is not None]
+            live = change.new in (T.READY, T.ACTIVE)
+            assert bool(watched) == live, f"{change.new} (detached {detached}): {timers}"
+            assert all(at > NOW for at in watched)
+    for run_change in transition.run_changes:
+        run = run_timers(run_change, NOW, RunTiming(timeout=TIMEOUT, suspend_after=TIMEOUT))
+        if run_change.new in RUN_TERMINAL:
+            assert run == {"timeout_at": None}, run
+        if run_change.new == RunState.ACTIVE and run_change.old == RunState.READY:
+            assert run == {"timeout_at": NOW + TIMEOUT, "suspend_due_at": NOW + TIMEOUT}
 
 
 def _random_event(data: st.DataObject, snap: RunSnapshot) -> ev.Event:
