@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pytest
 
 from connectors.responses import (
@@ -14,8 +16,9 @@ from connectors.responses import (
 
 
 def answer(body: bytes, content_type: str = "application/json", *, status: int = 200,
-           truncated: bool = False, **headers: str) -> Answer:
-    return Answer(status, "OK", {"Content-Type": content_type, **headers}, body, truncated, 0.1)
+           truncated: bool = False, headers: Mapping[str, str] | None = None) -> Answer:
+    return Answer(status, "OK", {"Content-Type": content_type, **(headers or {})}, body,
+                  truncated, 0.1)
 
 
 @pytest.mark.parametrize(("status", "outcome"), [
@@ -30,8 +33,8 @@ def test_status_maps_to_outcome(status: int, outcome: str) -> None:
 
 def test_a_json_answer_is_output_as_json_with_the_kept_headers() -> None:
     output = response_output(answer(
-        b'{"id": 7}', "application/problem+json; charset=utf-8", Location="/things/7",
-        **{"Set-Cookie": "session=secret", "ETag": '"x"'},
+        b'{"id": 7}', "application/problem+json; charset=utf-8",
+        headers={"Location": "/things/7", "Set-Cookie": "session=secret", "ETag": '"x"'},
     ))
     assert output == {
         "status": 200, "json": {"id": 7},

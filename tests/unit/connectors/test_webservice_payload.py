@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from uuid import uuid4
 
-import httpx
+import aiohttp
 
 from common.callbacks import callback_urls, verify_callback_token
 from common.messaging.messages import TaskDispatch
@@ -41,7 +41,7 @@ def test_the_payload_is_the_documented_one() -> None:
 
 def test_without_a_secret_key_the_task_fails_before_any_call() -> None:
     async def run() -> object:
-        async with httpx.AsyncClient() as client:  # a call would fail otherwise: port 9
+        async with aiohttp.ClientSession() as client:  # a call would fail otherwise: port 9
             task = WebserviceTask(client, SecretBox(None), None, "https://api.example/api/v1")
             return await task(dispatch())
 

@@ -36,6 +36,12 @@ def step(run: RunSnapshot, event: ev.Event) -> Transition:
     return transition
 
 
+def run_state(run: RunSnapshot) -> RunState:
+    """``run.state`` read afresh: mypy keeps an asserted ``run.state`` narrowed across
+    ``step``, which changes it."""
+    return run.state
+
+
 def dispatched(transition: Transition) -> list[str]:
     return [e.task for e in transition.effects if isinstance(e, Dispatch)]
 

@@ -7,7 +7,7 @@ from common.domain.machine import Refused
 from common.domain.snapshot import RetryAt, Stop
 from common.domain.states import RunState, TaskState
 
-from .helpers import dispatched, finish, make_run, states, step
+from .helpers import dispatched, finish, make_run, run_state, states, step
 
 T = TaskState
 
@@ -109,7 +109,7 @@ def test_canary_runs_one_task_per_type_until_confirmed() -> None:
     assert sorted(dispatched(tr)) == ["x2", "x3"]
     finish(run, "x2")
     finish(run, "x3")
-    assert run.state == RunState.COMPLETED
+    assert run_state(run) == RunState.COMPLETED
 
 
 def test_cancel_of_a_completed_run_is_refused_naming_the_state() -> None:

@@ -4,7 +4,7 @@ from common.domain import events as ev
 from common.domain.snapshot import Dispatch, RunSnapshot, Stop, TaskRunView
 from common.domain.states import RunState, TaskState
 
-from .helpers import dispatched, make_run, states, step
+from .helpers import dispatched, make_run, run_state, states, step
 
 T = TaskState
 
@@ -43,7 +43,7 @@ def test_suspension_pauses_with_its_reason_and_auto_resume_goes_on() -> None:
     assert [c.reason for c in paused.run_changes][0] == "suspended"
     assert run.state == RunState.PAUSED
     resumed = step(run, ev.ResumeRun(reason="auto-resumed"))
-    assert run.state == RunState.ACTIVE and dispatched(resumed) == ["a"]
+    assert run_state(run) == RunState.ACTIVE and dispatched(resumed) == ["a"]
 
 
 def test_redeliver_resends_the_same_attempt_only_while_it_is_ready() -> None:

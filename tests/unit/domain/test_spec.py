@@ -6,7 +6,7 @@ from common.domain.spec import JobSpec
 
 def error_of(**spec: object) -> str:
     with pytest.raises(ValidationError) as error:
-        JobSpec(**spec)  # type: ignore[arg-type]
+        JobSpec(**spec)
     return str(error.value)
 
 

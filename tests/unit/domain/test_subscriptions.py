@@ -45,10 +45,14 @@ def test_an_empty_selector_takes_every_job() -> None:
 
 @pytest.mark.parametrize("field", ["job_id", "job_type", "application", "tenant"])
 def test_each_selector_field_must_match(field: str) -> None:
-    fitting = {"job_id": JOB, "job_type": "backup", "application": "crm", "tenant": "acme"}
-    other = {"job_id": uuid.uuid4(), "job_type": "x", "application": "x", "tenant": "x"}
-    assert selects(Rule(("run.*",), **{field: fitting[field]}), FACTS)
-    assert not selects(Rule(("run.*",), **{field: other[field]}), FACTS)
+    events = ("run.*",)
+    fitting = {"job_id": Rule(events, job_id=JOB), "job_type": Rule(events, job_type="backup"),
+               "application": Rule(events, application="crm"),
+               "tenant": Rule(events, tenant="acme")}
+    other = {"job_id": Rule(events, job_id=uuid.uuid4()), "job_type": Rule(events, job_type="x"),
+             "application": Rule(events, application="x"), "tenant": Rule(events, tenant="x")}
+    assert selects(fitting[field], FACTS)
+    assert not selects(other[field], FACTS)
 
 
 def test_selector_fields_are_anded_with_the_patterns() -> None:

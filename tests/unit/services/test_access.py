@@ -6,8 +6,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from scheduler.cli.durations import parse_duration
 from scheduler.cli.errors import CliError
-from scheduler.cli.tokens import parse_duration
 from scheduler.services.access import (
     Principal,
     implied,

@@ -8,8 +8,8 @@ from uuid import UUID
 import pytest
 from pydantic import ValidationError
 
+from common.domain.builtin_params import PodParams
 from workers.builtin.podspec import (
-    PodParams,
     build_pod,
     build_secret,
     owner_patch,

@@ -2,7 +2,7 @@ import pytest
 
 from workers.context import TaskContext
 from workers.invoke import invoke
-from workers.outcomes import Accepted, Completed, Failed, Rejected
+from workers.outcomes import Accepted, Completed, Failed, Outcome, Rejected
 from workers.registry import Registry, UnknownTaskTypeError, default_registry, processor
 
 
@@ -87,7 +87,11 @@ def test_none_is_completed_and_outcomes_pass_through() -> None:
     ctx = TaskContext()
     assert invoke(lambda c: None, ctx) == Completed({})
     for outcome in (Completed({"a": 1}), Failed("x"), Rejected("no"), Accepted()):
-        assert invoke(lambda c, o=outcome: o, ctx) == outcome
+
+        def passes_through(c: TaskContext, o: Outcome = outcome) -> Outcome:
+            return o
+
+        assert invoke(passes_through, ctx) == outcome
 
 
 def test_a_value_that_is_no_outcome_is_a_failure() -> None:

@@ -195,7 +195,12 @@ def test_a_process_ignoring_sigterm_is_killed(
         "time.sleep(60)\n"
     )
     ctx = TaskContext(params={"argv": [PY, "-c", script]})
-    canceller = threading.Thread(target=lambda: (_wait_for(ready.exists), ctx.cancel()))
+
+    def cancel_when_ready() -> None:
+        _wait_for(ready.exists)
+        ctx.cancel()
+
+    canceller = threading.Thread(target=cancel_when_ready)
     canceller.start()
     outcome = shell(ctx)
     canceller.join()

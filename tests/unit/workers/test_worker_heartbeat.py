@@ -49,12 +49,12 @@ def test_started_then_heartbeats_carry_the_new_lines(publisher: Any) -> None:
     original = publisher.publish
 
     def publish(messages: object) -> int:
-        count = original(messages)
+        count: int = original(messages)
         if len(publisher.sent) >= 3:
             beats.set()
         return count
 
-    publisher.publish = publish  # type: ignore[method-assign]
+    publisher.publish = publish
     with Heartbeat(ctx, reporter, lambda: False, interval_s=0.05, started_after_s=0.01):
         ctx.log("first")
         assert beats.wait(10)
