@@ -69,6 +69,7 @@ def test_the_job_rows_hold_the_graph_and_effective_settings(
 
     with sessions() as session:
         row = session.get(Job, uuid.UUID(job["id"]))
+        assert row is not None
         tasks = session.scalars(select(Task).where(Task.job_id == row.id).order_by(Task.position))
         by_name = {t.name: t for t in tasks}
         edges = session.execute(select(TaskEdge.from_task, TaskEdge.to_task)

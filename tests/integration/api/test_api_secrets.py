@@ -5,6 +5,7 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import text
@@ -74,6 +75,7 @@ def test_the_engine_reads_them_sealed_and_never_opens_them(
     sealed_job, sealed_tasks = stored(sessions, job["id"])
     with sessions() as session:
         conn = session.connection().connection.driver_connection
+        assert isinstance(conn, psycopg.Connection)
         (structure,) = load_structures(conn, [uuid.UUID(job["id"])])
     assert structure.sealed_secure_params == sealed_job
     assert structure.tasks["c"].sealed_secure_params == sealed_tasks["c"]

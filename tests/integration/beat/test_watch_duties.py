@@ -215,6 +215,7 @@ def test_suspension_pauses_the_run_and_auto_resume_moves_the_window_a_day(
     run = run_row(sessions, run_id)
     assert run.state == "PAUSED" and tasks(sessions, run_id)["a"].state == "PAUSED"
     # the same time of day as the window's start, on the next day
+    assert run.started_at is not None
     assert run.resume_due_at == run.started_at + timedelta(days=1)
     with sessions() as session:
         reasons = session.scalars(select(JournalEntry.reason).where(

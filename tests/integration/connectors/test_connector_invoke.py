@@ -16,7 +16,9 @@ from .conftest import ConnectorProcess
 pytestmark = pytest.mark.integration
 
 
-def test_an_invocation_without_an_answer_posts_failed_back(connector, stub) -> None:
+def test_an_invocation_without_an_answer_posts_failed_back(
+    connector: ConnectorProcess, stub: HttpStub,
+) -> None:
     answer = httpx.post(f"{connector.base}/invoke", json={
         "url": "http://127.0.0.1:9/nothing", "timeout": 5,
         "postback_url": stub.url("/status/204/unreachable"),
@@ -30,7 +32,9 @@ def test_an_invocation_without_an_answer_posts_failed_back(connector, stub) -> N
         "GET http://127.0.0.1:9/nothing: ClientConnectorError: Cannot connect to host")
 
 
-def test_an_invocation_keeps_the_callers_idempotency_key(connector, stub) -> None:
+def test_an_invocation_keeps_the_callers_idempotency_key(
+    connector: ConnectorProcess, stub: HttpStub,
+) -> None:
     answer = httpx.post(f"{connector.base}/invoke", json={
         "url": stub.url("/status/200/keyed"), "headers": {"idempotency-key": "caller-1"},
         "postback_url": stub.url("/status/204/keyed-back"),
@@ -41,7 +45,9 @@ def test_an_invocation_keeps_the_callers_idempotency_key(connector, stub) -> Non
     assert stub.wait_for("/status/204/keyed-back")[0].json() == {"status": 200}
 
 
-def test_a_post_back_refused_with_400_is_not_repeated(connector, stub) -> None:
+def test_a_post_back_refused_with_400_is_not_repeated(
+    connector: ConnectorProcess, stub: HttpStub,
+) -> None:
     httpx.post(f"{connector.base}/invoke", json={
         "url": stub.url("/status/200/once"), "postback_url": stub.url("/status/400/refused"),
     }, timeout=10)

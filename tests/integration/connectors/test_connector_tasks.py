@@ -20,7 +20,7 @@ from common.secure_params import SecretBox
 from tests.http_stub import HttpStub
 from tests.integration.workers.conftest import Dispatcher, ResultInbox, new_dispatch
 
-from .conftest import CALLBACK_BASE, SECRET_KEY
+from .conftest import CALLBACK_BASE, SECRET_KEY, ConnectorProcess
 
 pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("connector")]
 
@@ -41,7 +41,9 @@ def wait_settled(client: redis.Redis, timeout_s: float = 30.0) -> None:
         time.sleep(0.02)
 
 
-def test_a_call_completes_with_the_response_and_the_attempts_key(stub, dispatcher, inbox) -> None:
+def test_a_call_completes_with_the_response_and_the_attempts_key(
+    stub: HttpStub, dispatcher: Dispatcher, inbox: ResultInbox,
+) -> None:
     dispatch = new_dispatch("http", params=http(
         stub.url("/status/200"), method="post", json={"a": 1}, headers={"X-Plain": "p"}
     ), sealed_secure_params=SecretBox(SECRET_KEY).seal(
@@ -69,7 +71,9 @@ def test_a_call_completes_with_the_response_and_the_attempts_key(stub, dispatche
 
 @pytest.mark.parametrize(("status", "outcome"), [(409, "REJECTED"), (401, "REJECTED"),
                                                  (500, "FAILED"), (404, "FAILED")])
-def test_statuses_map_to_outcomes(stub, dispatcher, inbox, status: int, outcome: str) -> None:
+def test_statuses_map_to_outcomes(
+    stub: HttpStub, dispatcher: Dispatcher, inbox: ResultInbox, status: int, outcome: str,
+) -> None:
     dispatch = new_dispatch("http", params=http(stub.url(f"/status/{status}")))
     dispatcher.send(dispatch)
     result = inbox.wait_finished(dispatch)
@@ -78,7 +82,7 @@ def test_statuses_map_to_outcomes(stub, dispatcher, inbox, status: int, outcome:
     assert result.output is not None and result.output["status"] == status
 
 
-def test_no_connection_fails_the_task(dispatcher, inbox) -> None:
+def test_no_connection_fails_the_task(dispatcher: Dispatcher, inbox: ResultInbox) -> None:
     dispatch = new_dispatch("http", params=http("http://127.0.0.1:9/nothing-listens"))
     dispatcher.send(dispatch)
     result = inbox.wait_finished(dispatch)
@@ -86,7 +90,9 @@ def test_no_connection_fails_the_task(dispatcher, inbox) -> None:
     assert "ClientConnectorError: Cannot connect to host 127.0.0.1:9" in result.message
 
 
-def test_bad_params_reject_the_task_naming_the_param(dispatcher, inbox) -> None:
+def test_bad_params_reject_the_task_naming_the_param(
+    dispatcher: Dispatcher, inbox: ResultInbox,
+) -> None:
     dispatch = new_dispatch("http", params={"url": "ftp://x", "methd": "GET", "timeout": -1})
     dispatcher.send(dispatch)
     result = inbox.wait_finished(dispatch)
@@ -95,7 +101,9 @@ def test_bad_params_reject_the_task_naming_the_param(dispatcher, inbox) -> None:
         assert param in result.message
 
 
-def test_a_slow_call_reports_started_then_heartbeats(stub, dispatcher, inbox) -> None:
+def test_a_slow_call_reports_started_then_heartbeats(
+    stub: HttpStub, dispatcher: Dispatcher, inbox: ResultInbox,
+) -> None:
     dispatch = new_dispatch("http", params=http(stub.url("/slow/1.2")))
     dispatcher.send(dispatch)
     result = inbox.wait_finished(dispatch)
@@ -121,7 +129,9 @@ def test_a_cancel_aborts_the_call(
     assert "canceled" in result.message
 
 
-def test_the_task_timeout_ends_the_call_as_timeout(stub, dispatcher, inbox) -> None:
+def test_the_task_timeout_ends_the_call_as_timeout(
+    stub: HttpStub, dispatcher: Dispatcher, inbox: ResultInbox,
+) -> None:
     dispatch = new_dispatch("http", params=http(stub.url("/slow/30")), timeout_s=0.5)
     dispatcher.send(dispatch)
     result = inbox.wait_finished(dispatch, timeout_s=10)
@@ -145,7 +155,9 @@ def test_an_attempt_delivered_twice_runs_once(
     assert connector_redis.get(claim_key(dispatch.idempotency_key)) == b"itest-connector@localhost"
 
 
-def test_a_bundle_runs_every_attempt_once(stub, dispatcher, inbox) -> None:
+def test_a_bundle_runs_every_attempt_once(
+    stub: HttpStub, dispatcher: Dispatcher, inbox: ResultInbox,
+) -> None:
     dispatches = [new_dispatch("http", params=http(stub.url("/slow/0.3"))) for _ in range(40)]
     dispatcher.send_bundled(*dispatches)
     for dispatch in dispatches:
@@ -154,7 +166,7 @@ def test_a_bundle_runs_every_attempt_once(stub, dispatcher, inbox) -> None:
     assert sorted(keys) == sorted(d.idempotency_key for d in dispatches)
 
 
-def test_a_malformed_dispatch_is_rejected(connector_redis, inbox) -> None:
+def test_a_malformed_dispatch_is_rejected(connector_redis: redis.Redis, inbox: ResultInbox) -> None:
     dispatch = new_dispatch("http", params=http("http://127.0.0.1:9/"))
     payload = dispatch.model_dump(mode="json")
     del payload["job_id"]
@@ -164,7 +176,9 @@ def test_a_malformed_dispatch_is_rejected(connector_redis, inbox) -> None:
     assert "job_id" in result.message
 
 
-def test_a_webservice_that_answers_201_takes_the_task_over(stub, dispatcher, inbox) -> None:
+def test_a_webservice_that_answers_201_takes_the_task_over(
+    stub: HttpStub, dispatcher: Dispatcher, inbox: ResultInbox,
+) -> None:
     dispatch = new_dispatch("webservice", params={
         "url": stub.url("/status/201"), "headers": {"X-Type": "render"}, "frames": 12,
     }, job_params={"scene": "a"}, storage={"last": 3})
@@ -191,7 +205,9 @@ def test_a_webservice_that_answers_201_takes_the_task_over(stub, dispatcher, inb
     assert [r.kind for r in inbox.for_attempt(dispatch)] == ["started"]  # nothing more
 
 
-def test_the_connector_keeps_a_liveness_record(connector, connector_redis) -> None:
+def test_the_connector_keeps_a_liveness_record(
+    connector: ConnectorProcess, connector_redis: redis.Redis,
+) -> None:
     records = {r["hostname"]: r for r in live_workers(connector_redis)}
     assert records[connector.hostname]["types"] == ["http", "webservice"]
     assert records[connector.hostname]["concurrency"] == 50

@@ -23,9 +23,10 @@ from tests.webhook_receiver import Receiver
 SECRET = "integration-secret"
 
 
-def hook(url: str, app: str, events: list[str] | None = None, **headers: str) -> dict[str, Any]:
+def hook(url: str, app: str, events: list[str] | None = None,
+         headers: dict[str, str] | None = None) -> dict[str, Any]:
     return {"events": events or ["run.*"], "selector": {"application": app},
-            "target": {"webhook": {"url": url, "secret": SECRET, "headers": headers}}}
+            "target": {"webhook": {"url": url, "secret": SECRET, "headers": headers or {}}}}
 
 
 def states(log: Log) -> list[tuple[str, str]]:
@@ -39,7 +40,7 @@ def finished(count: int) -> Any:
 def test_matching_events_are_posted_signed_in_order(notify: Notify, runner: NotifyRunner) -> None:
     app, job, run = uuid.uuid4().hex, uuid.uuid4(), uuid.uuid4()
     with Receiver() as receiver:
-        sid = notify.subscribe(hook(receiver.url, app, **{"X-Team": "ops"}))
+        sid = notify.subscribe(hook(receiver.url, app, headers={"X-Team": "ops"}))
         started = event("run.started", job, run, application=app)
         notify.publish(started, event("task.completed", job, run, application=app))
         notify.publish(event("run.started", uuid.uuid4(), application="another-app"))
@@ -137,6 +138,7 @@ def test_a_celery_task_target_gets_the_event_as_its_single_argument(
     notify.publish(sent, event("run.failed", uuid.uuid4(), application=app))
     ((delivery, attempts),) = notify.wait_deliveries(sid, finished(1))
 
+    assert notify.settings.redis_url is not None
     with Connection(notify.settings.redis_url) as conn:
         consumer = conn.SimpleQueue(queue)
         try:
@@ -207,14 +209,14 @@ def test_a_delivery_held_by_a_runner_that_died_is_sent_after_its_lease(
 def test_every_event_reaches_the_live_stream_and_channel(
     notify: Notify, runner: NotifyRunner,
 ) -> None:
-    pubsub = notify.redis.pubsub()
+    pubsub = notify.redis.pubsub()  # type: ignore[no-untyped-call]  # redis-py leaves it unannotated
     pubsub.subscribe(EVENTS_CHANNEL)
-    assert pubsub.get_message(timeout=5)["type"] == "subscribe"  # type: ignore[index]
+    assert pubsub.get_message(timeout=5)["type"] == "subscribe"
     job = uuid.uuid4()
     sent = [event(name, job) for name in ("run.started", "task.ready", "run.done")]
     notify.publish(*sent[:2])
     notify.publish(sent[2])
-    received = []
+    received: list[str] = []
     while len(received) < 3:
         message = pubsub.get_message(timeout=10)
         assert message is not None, f"only {received} arrived"
@@ -222,7 +224,11 @@ def test_every_event_reaches_the_live_stream_and_channel(
             received.append(json.loads(message["data"])["id"])
     assert received == [str(e.id) for e in sent]
     entries = notify.redis.xrange(STREAM_KEY)
-    streamed = [json.loads(fields[b"event"])["id"] for _, fields in entries]
+    assert entries is not None
+    streamed = []
+    for _, fields in entries:
+        assert fields is not None  # an entry's fields are nil only once it is trimmed
+        streamed.append(json.loads(fields[b"event"])["id"])
     assert streamed[-3:] == received
     assert notify.pending() == 0
     pubsub.close()

@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from uuid import uuid4
 
 import pytest
@@ -127,9 +127,9 @@ class ResultInbox:
         while True:
             remaining = deadline - time.monotonic()
             assert remaining > 0, f"no matching result in {timeout_s} s; got {self.received}"
-            result = self._next(remaining)
-            if result is not None and predicate(result):
-                return result
+            arrived = self._next(remaining)
+            if arrived is not None and predicate(arrived):
+                return arrived
 
     def drain(self) -> None:
         """Take every result already queued, without waiting for more."""
@@ -148,8 +148,14 @@ class ResultInbox:
         return result
 
 
+class MakeDispatch(Protocol):
+    """The ``make_dispatch`` fixture: ``new_dispatch``."""
+
+    def __call__(self, task_type: str, **fields: Any) -> TaskDispatch: ...
+
+
 @pytest.fixture
-def make_dispatch() -> Callable[..., TaskDispatch]:
+def make_dispatch() -> MakeDispatch:
     """``make_dispatch(type, **fields)``: a dispatch of a fresh attempt."""
     return new_dispatch
 
@@ -224,8 +230,11 @@ class WorkerProcess:
         return code
 
 
+SpawnWorker = Callable[[str, list[str]], WorkerProcess]
+
+
 @pytest.fixture
-def spawn_worker(worker_redis_url: str) -> Iterator[Callable[..., WorkerProcess]]:
+def spawn_worker(worker_redis_url: str) -> Iterator[SpawnWorker]:
     """``spawn_worker(hostname, types)``: a worker of the test's own, stopped after it."""
     started: list[WorkerProcess] = []
 

@@ -241,9 +241,11 @@ class Handler(BaseHTTPRequestHandler):
         sent = 0
         while True:
             with self.cluster.changed:
-                self.cluster.changed.wait_for(
-                    lambda seen=sent: len(pod.log) > seen or pod.ended, timeout=0.1
-                )
+
+                def more(seen: int = sent) -> bool:
+                    return len(pod.log) > seen or pod.ended
+
+                self.cluster.changed.wait_for(more, timeout=0.1)
                 lines, ended = pod.log[sent:], pod.ended
             sent += len(lines)
             if lines:

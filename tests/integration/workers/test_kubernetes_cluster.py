@@ -63,7 +63,8 @@ def pod_is_gone(core: Any, ctx: Any, timeout_s: float = 120.0) -> bool:
         try:
             core.read_namespaced_pod(name, namespace)
         except ApiException as exc:
-            return exc.status == 404
+            status: int | None = exc.status  # the client leaves it untyped
+            return status == 404
         time.sleep(1)
     return False
 

@@ -22,12 +22,14 @@ import pytest
 import redis
 from kubernetes.client import ApiClient, Configuration, CoreV1Api
 
+from common.domain.builtin_params import PodParams
 from common.messaging.publisher import Publisher
+from tests.integration.workers.conftest import MakeDispatch, ResultInbox
 from tests.integration.workers.kube_standin import FakeCluster, Step, stand_in
 from workers.builtin.kubernetes import kubernetes
 from workers.builtin.podapi import PodApi
 from workers.builtin.podrunner import PodRunner, PodTimings
-from workers.builtin.podspec import PodParams, build_pod, pod_name
+from workers.builtin.podspec import build_pod, pod_name
 from workers.context import TaskContext
 from workers.executor import Executor
 from workers.outcomes import Completed, Failed, Outcome, Rejected
@@ -265,7 +267,8 @@ def test_without_a_cluster_the_registered_processor_fails_clearly(
 
 
 def test_a_timeout_deletes_the_pod_and_reports_timeout(
-    cluster: FakeCluster, worker_redis_url: str, inbox: Any, make_dispatch: Any
+    cluster: FakeCluster, worker_redis_url: str, inbox: ResultInbox,
+    make_dispatch: MakeDispatch,
 ) -> None:
     """Through the real executor: its heartbeat raises the flag at the deadline."""
     cluster.script("forever", Step("Running", lines=("still going",)))

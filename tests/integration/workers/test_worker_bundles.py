@@ -11,6 +11,7 @@ from common.messaging.keys import cancel_key, claim_key
 from common.messaging.messages import EXECUTE_TASK, TaskBundle, task_queue
 from common.messaging.publisher import Publisher
 from common.messaging.wire import open_envelope
+from tests.integration.workers.conftest import MakeDispatch, ResultInbox
 from workers.context import TaskContext
 from workers.executor import Executor
 from workers.outcomes import Completed
@@ -45,7 +46,7 @@ def bundle_of(dispatches: list[dict[str, object]], task_type: str) -> dict[str, 
 
 
 def test_each_attempt_of_a_bundle_runs_once_and_reports(
-    registry, worker_redis, inbox, make_dispatch
+    registry: Registry, worker_redis: redis.Redis, inbox: ResultInbox, make_dispatch: MakeDispatch,
 ) -> None:
     executor = make_executor(registry, worker_redis, spill_after_ms=60_000)
     attempts = [make_dispatch("echo", params={"n": n}) for n in range(40)]
@@ -70,7 +71,7 @@ def test_each_attempt_of_a_bundle_runs_once_and_reports(
 
 
 def test_a_slow_bundle_hands_back_what_it_has_not_begun(
-    registry, worker_redis, inbox, make_dispatch
+    registry: Registry, worker_redis: redis.Redis, inbox: ResultInbox, make_dispatch: MakeDispatch,
 ) -> None:
     executor = make_executor(registry, worker_redis, spill_after_ms=50)
     queue = task_queue("held")
@@ -96,7 +97,7 @@ def test_a_slow_bundle_hands_back_what_it_has_not_begun(
 
 
 def test_a_bundle_claims_all_its_attempts_before_it_runs_the_first(
-    registry, worker_redis, inbox, make_dispatch
+    registry: Registry, worker_redis: redis.Redis, inbox: ResultInbox, make_dispatch: MakeDispatch,
 ) -> None:
     """A worker killed halfway leaves them claimed by a dead worker: the beat requeues them."""
     executor = make_executor(registry, worker_redis, spill_after_ms=60_000)

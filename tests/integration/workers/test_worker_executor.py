@@ -7,6 +7,7 @@ import redis
 
 from common.messaging.keys import cancel_key, claim_key
 from common.messaging.publisher import Publisher
+from tests.integration.workers.conftest import MakeDispatch, ResultInbox
 from workers.context import TaskContext
 from workers.executor import Executor
 from workers.outcomes import Accepted, Completed
@@ -43,7 +44,7 @@ def executor(registry: Registry, worker_redis_url: str, worker_redis: redis.Redi
 
 
 def test_an_attempt_runs_once_and_reports_output_storage_and_log(
-    executor, inbox, make_dispatch, worker_redis
+    executor: Executor, inbox: ResultInbox, make_dispatch: MakeDispatch, worker_redis: redis.Redis,
 ) -> None:
     dispatch = make_dispatch("save", params={"n": 7})
     payload = dispatch.model_dump(mode="json")
@@ -62,7 +63,9 @@ def test_an_attempt_runs_once_and_reports_output_storage_and_log(
     assert 0 < worker_redis.ttl(claim_key(dispatch.idempotency_key)) <= 86400
 
 
-def test_the_next_attempt_is_a_new_claim(executor, inbox, make_dispatch) -> None:
+def test_the_next_attempt_is_a_new_claim(
+    executor: Executor, inbox: ResultInbox, make_dispatch: MakeDispatch,
+) -> None:
     first = make_dispatch("save", params={"n": 1})
     second = first.model_copy(update={"attempt": 2})
     executor.handle(first.model_dump(mode="json"), worker="w1")
@@ -72,7 +75,7 @@ def test_the_next_attempt_is_a_new_claim(executor, inbox, make_dispatch) -> None
 
 
 def test_an_attempt_cancelled_before_it_starts_is_skipped(
-    executor, inbox, make_dispatch, worker_redis
+    executor: Executor, inbox: ResultInbox, make_dispatch: MakeDispatch, worker_redis: redis.Redis,
 ) -> None:
     dispatch = make_dispatch("save", params={"n": 1})
     worker_redis.set(cancel_key(dispatch.idempotency_key), "1", ex=60)
@@ -81,7 +84,9 @@ def test_an_attempt_cancelled_before_it_starts_is_skipped(
     assert inbox.for_attempt(dispatch) == []
 
 
-def test_an_accepted_attempt_is_reported_detached(executor, inbox, make_dispatch) -> None:
+def test_an_accepted_attempt_is_reported_detached(
+    executor: Executor, inbox: ResultInbox, make_dispatch: MakeDispatch,
+) -> None:
     """Else its lease expired and the engine requeued a task someone else completes."""
     dispatch = make_dispatch("later")
     executor.handle(dispatch.model_dump(mode="json"), worker="w1")
@@ -92,7 +97,9 @@ def test_an_accepted_attempt_is_reported_detached(executor, inbox, make_dispatch
     assert result.storage == {"accepted": True}
 
 
-def test_an_exception_is_a_failure(executor, inbox, make_dispatch) -> None:
+def test_an_exception_is_a_failure(
+    executor: Executor, inbox: ResultInbox, make_dispatch: MakeDispatch,
+) -> None:
     dispatch = make_dispatch("broken")
     executor.handle(dispatch.model_dump(mode="json"), worker="w1")
     inbox.drain()
@@ -101,7 +108,9 @@ def test_an_exception_is_a_failure(executor, inbox, make_dispatch) -> None:
     assert result.logs[0].line.startswith("Traceback")
 
 
-def test_a_type_without_processor_is_rejected(executor, inbox, make_dispatch) -> None:
+def test_a_type_without_processor_is_rejected(
+    executor: Executor, inbox: ResultInbox, make_dispatch: MakeDispatch,
+) -> None:
     dispatch = make_dispatch("unknown")
     executor.handle(dispatch.model_dump(mode="json"), worker="w1")
     inbox.drain()
@@ -112,7 +121,7 @@ def test_a_type_without_processor_is_rejected(executor, inbox, make_dispatch) ->
 
 
 def test_a_malformed_dispatch_naming_its_attempt_is_rejected(
-    executor, inbox, make_dispatch
+    executor: Executor, inbox: ResultInbox, make_dispatch: MakeDispatch,
 ) -> None:
     dispatch = make_dispatch("save")
     payload = dispatch.model_dump(mode="json")

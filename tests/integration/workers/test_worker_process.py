@@ -4,13 +4,24 @@ import sys
 import time
 from pathlib import Path
 
+import redis
+
 from common.messaging.keys import cancel_key
 from common.messaging.liveness import live_workers, worker_key
+from tests.integration.workers.conftest import (
+    Dispatcher,
+    MakeDispatch,
+    ResultInbox,
+    SpawnWorker,
+    WorkerProcess,
+)
 
 PY = sys.executable
 
 
-def test_noop_reports_one_finished_message(worker, dispatcher, inbox, make_dispatch) -> None:
+def test_noop_reports_one_finished_message(
+    worker: WorkerProcess, dispatcher: Dispatcher, inbox: ResultInbox, make_dispatch: MakeDispatch,
+) -> None:
     dispatch = make_dispatch("noop")
     dispatcher.send(dispatch)
     result = inbox.wait_finished(dispatch)
@@ -23,7 +34,7 @@ def test_noop_reports_one_finished_message(worker, dispatcher, inbox, make_dispa
 
 
 def test_a_bundle_of_dispatches_runs_every_attempt(
-    worker, dispatcher, inbox, make_dispatch
+    worker: WorkerProcess, dispatcher: Dispatcher, inbox: ResultInbox, make_dispatch: MakeDispatch,
 ) -> None:
     attempts = [make_dispatch("noop") for _ in range(10)]
     dispatcher.send_bundled(*attempts)
@@ -33,7 +44,7 @@ def test_a_bundle_of_dispatches_runs_every_attempt(
 
 
 def test_shell_reports_its_log_storage_and_exit_code(
-    worker, dispatcher, inbox, make_dispatch
+    worker: WorkerProcess, dispatcher: Dispatcher, inbox: ResultInbox, make_dispatch: MakeDispatch,
 ) -> None:
     script = (
         "import json, os, sys\n"
@@ -59,7 +70,9 @@ def test_shell_reports_its_log_storage_and_exit_code(
     assert ("stdout", '[saveJobStorage] {"cursor": 42}') in logged
 
 
-def test_a_failing_shell_reports_its_exit_code(worker, dispatcher, inbox, make_dispatch) -> None:
+def test_a_failing_shell_reports_its_exit_code(
+    worker: WorkerProcess, dispatcher: Dispatcher, inbox: ResultInbox, make_dispatch: MakeDispatch,
+) -> None:
     dispatch = make_dispatch("shell", params={"argv": [PY, "-c", "raise SystemExit(3)"]})
     dispatcher.send(dispatch)
     result = inbox.wait_finished(dispatch)
@@ -71,7 +84,8 @@ def test_a_failing_shell_reports_its_exit_code(worker, dispatcher, inbox, make_d
 
 
 def test_a_dispatch_delivered_twice_runs_once(
-    worker, dispatcher, inbox, make_dispatch, tmp_path: Path
+    worker: WorkerProcess, dispatcher: Dispatcher, inbox: ResultInbox, make_dispatch: MakeDispatch,
+    tmp_path: Path,
 ) -> None:
     runs = tmp_path / "runs"
     script = f"open({str(runs)!r}, 'a').write('ran\\n')"
@@ -86,7 +100,7 @@ def test_a_dispatch_delivered_twice_runs_once(
 
 
 def test_a_long_task_reports_started_and_heartbeats_with_its_log(
-    worker, dispatcher, inbox, make_dispatch
+    worker: WorkerProcess, dispatcher: Dispatcher, inbox: ResultInbox, make_dispatch: MakeDispatch,
 ) -> None:
     script = (
         "import time\nfor i in range(4):\n    print('tick', i, flush=True)\n    time.sleep(0.3)\n"
@@ -105,7 +119,8 @@ def test_a_long_task_reports_started_and_heartbeats_with_its_log(
 
 
 def test_the_engine_cancels_a_running_task(
-    worker, worker_redis, dispatcher, inbox, make_dispatch
+    worker: WorkerProcess, worker_redis: redis.Redis, dispatcher: Dispatcher, inbox: ResultInbox,
+    make_dispatch: MakeDispatch,
 ) -> None:
     dispatch = make_dispatch("sleep", params={"seconds": 60})
     dispatcher.send(dispatch)
@@ -121,7 +136,7 @@ def test_the_engine_cancels_a_running_task(
 
 
 def test_a_task_past_its_timeout_is_stopped_and_reported(
-    worker, dispatcher, inbox, make_dispatch
+    worker: WorkerProcess, dispatcher: Dispatcher, inbox: ResultInbox, make_dispatch: MakeDispatch,
 ) -> None:
     dispatch = make_dispatch(
         "shell", params={"argv": [PY, "-c", "import time; time.sleep(60)"]}, timeout_s=0.5
@@ -133,7 +148,9 @@ def test_a_task_past_its_timeout_is_stopped_and_reported(
     assert result.output == {"exit_code": -15}
 
 
-def test_the_worker_keeps_a_liveness_record(worker, worker_redis) -> None:
+def test_the_worker_keeps_a_liveness_record(
+    worker: WorkerProcess, worker_redis: redis.Redis,
+) -> None:
     records = {record["hostname"]: record for record in live_workers(worker_redis)}
     record = records[worker.hostname]
     assert record["types"] == ["noop", "shell", "sleep"]
@@ -143,7 +160,9 @@ def test_the_worker_keeps_a_liveness_record(worker, worker_redis) -> None:
     assert 0 < worker_redis.ttl(worker_key(worker.hostname)) <= 10
 
 
-def test_a_stopped_worker_removes_its_record(spawn_worker, worker_redis) -> None:
+def test_a_stopped_worker_removes_its_record(
+    spawn_worker: SpawnWorker, worker_redis: redis.Redis,
+) -> None:
     process = spawn_worker("itest-stopping@localhost", ["noop"])
     process.wait_for_line("ready")
     assert worker_redis.get(worker_key(process.hostname)) is not None
@@ -152,7 +171,8 @@ def test_a_stopped_worker_removes_its_record(spawn_worker, worker_redis) -> None
 
 
 def test_the_engine_stop_with_revoke_leaves_the_worker_serving(
-    worker, worker_redis, dispatcher, inbox, make_dispatch
+    worker: WorkerProcess, worker_redis: redis.Redis, dispatcher: Dispatcher, inbox: ResultInbox,
+    make_dispatch: MakeDispatch,
 ) -> None:
     """The engine also revokes with terminate, which a thread pool cannot do: harmless."""
     dispatch = make_dispatch("sleep", params={"seconds": 60})

@@ -7,6 +7,7 @@ import redis
 
 from common.messaging.publisher import Publisher
 from common.secure_params import SecretBox
+from tests.integration.workers.conftest import MakeDispatch, ResultInbox
 from workers.context import TaskContext
 from workers.executor import Executor
 from workers.outcomes import Completed, Failed
@@ -45,7 +46,7 @@ def sealed_fields(key: str) -> dict[str, str]:
 
 
 def test_sealed_params_are_opened_for_the_processor_and_masked_in_its_report(
-    registry, worker_redis, inbox, make_dispatch
+    registry: Registry, worker_redis: redis.Redis, inbox: ResultInbox, make_dispatch: MakeDispatch,
 ) -> None:
     dispatch = make_dispatch("tell", **sealed_fields(KEY))
     executor(registry, worker_redis, KEY).handle(dispatch.model_dump(mode="json"), worker="w1")
@@ -56,7 +57,9 @@ def test_sealed_params_are_opened_for_the_processor_and_masked_in_its_report(
     assert result.output == {"echo": "***", "n": 90210}  # a number in the output is data
 
 
-def test_a_failure_message_is_masked(registry, worker_redis, inbox, make_dispatch) -> None:
+def test_a_failure_message_is_masked(
+    registry: Registry, worker_redis: redis.Redis, inbox: ResultInbox, make_dispatch: MakeDispatch,
+) -> None:
     dispatch = make_dispatch("fail", **sealed_fields(KEY))
     executor(registry, worker_redis, KEY).handle(dispatch.model_dump(mode="json"), worker="w1")
     inbox.drain()
@@ -69,7 +72,8 @@ def test_a_failure_message_is_masked(registry, worker_redis, inbox, make_dispatc
     ("another-key", "sealed with another STELLWERK_SECRET_KEY"),
 ])
 def test_a_worker_that_cannot_open_them_fails_the_attempt_without_running_it(
-    registry, worker_redis, inbox, make_dispatch, case
+    registry: Registry, worker_redis: redis.Redis, inbox: ResultInbox, make_dispatch: MakeDispatch,
+    case: tuple[str | None, str],
 ) -> None:
     key, reason = case
     dispatch = make_dispatch("tell", **sealed_fields(KEY))
