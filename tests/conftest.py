@@ -204,9 +204,10 @@ def claim_redis_db(url: str) -> str:
     """
     with contextlib.closing(redis.Redis.from_url(url)) as client:
         try:
-            count = int(client.config_get("databases")["databases"])
-        except (redis.ResponseError, KeyError):  # CONFIG disabled, as on managed Redis
-            count = 16
+            databases = client.config_get("databases").get("databases")
+        except redis.ResponseError:  # CONFIG disabled, as on managed Redis
+            databases = None
+    count = int(databases) if databases is not None else 16
     for index in random.sample(range(count), count):
         candidate = _with_redis_db(url, index)
         with contextlib.closing(redis.Redis.from_url(candidate)) as client:
@@ -224,7 +225,8 @@ def _with_database(url: str, name: str) -> str:
     """Replace the database name in a libpq URL (path form or ``dbname=`` query)."""
     info = psycopg.conninfo.conninfo_to_dict(url)
     info["dbname"] = name
-    params = {k: v for k, v in info.items() if v is not None}
+    # Parsed from a string, every value is one (``ConnParam`` also allows ``int``).
+    params = {k: str(v) for k, v in info.items() if v is not None}
     user = params.pop("user", "postgres")
     password = params.pop("password", "")
     host = params.pop("host", "")

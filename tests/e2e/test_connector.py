@@ -54,7 +54,9 @@ def keyed(stub: HttpStub, prefix: str) -> dict[str, list[str]]:
     return found
 
 
-def test_http_tasks_end_as_their_status_says(api, connector, stub) -> None:
+def test_http_tasks_end_as_their_status_says(
+    api: httpx.Client, connector: str, stub: HttpStub,
+) -> None:
     job = submit(api, {
         "name": "http-statuses", "failure_threshold": 1.0,
         "tasks": [
@@ -81,7 +83,9 @@ def test_http_tasks_end_as_their_status_says(api, connector, stub) -> None:
     assert all(r.headers.get("idempotency-key") for r in stub.received("/status/"))
 
 
-def test_500_calls_are_in_flight_together_on_one_connector(api, connector, stub) -> None:
+def test_500_calls_are_in_flight_together_on_one_connector(
+    api: httpx.Client, connector: str, stub: HttpStub,
+) -> None:
     """500 calls are in flight together, not queued behind a few slots.
 
     The calls go to a gate of the stub that holds each until half of them are held at
@@ -109,7 +113,7 @@ def test_500_calls_are_in_flight_together_on_one_connector(api, connector, stub)
     assert stub.peak_slow >= count // 2, f"only {stub.peak_slow} of {count} calls at once"
 
 
-def test_invoke_posts_the_outcome_back(connector, stub) -> None:
+def test_invoke_posts_the_outcome_back(connector: str, stub: HttpStub) -> None:
     answer = httpx.post(f"{connector}/invoke", json={
         "method": "PUT", "url": stub.url("/status/409/invoke"), "json": {"x": 1},
         "postback_url": stub.url("/flaky/1/invoke-409"),
@@ -127,7 +131,7 @@ def test_invoke_posts_the_outcome_back(connector, stub) -> None:
     assert backs[-1].headers["authorization"] == "Bearer postback-token"
 
 
-def test_invoke_refuses_a_bad_body_naming_the_field(connector) -> None:
+def test_invoke_refuses_a_bad_body_naming_the_field(connector: str) -> None:
     answer = httpx.post(f"{connector}/invoke", json={
         "url": "not a url", "timeout": 0, "postback_headers": {"Authorization": "Bearer hidden"},
     }, timeout=10)
@@ -139,7 +143,7 @@ def test_invoke_refuses_a_bad_body_naming_the_field(connector) -> None:
 
 
 def test_a_webservice_worker_gets_the_attempt_and_signed_callbacks(
-    api, connector, stub
+    api: httpx.Client, connector: str, stub: HttpStub,
 ) -> None:
     job = submit(api, {
         "name": "webservice-handoff", "params": {"region": "eu"},

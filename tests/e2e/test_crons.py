@@ -39,9 +39,11 @@ def test_fire_times_around_the_2027_clock_changes_are_classic_cron(api: httpx.Cl
 def test_fire_times_refuses_bad_input(api: httpx.Client) -> None:
     job = submit(api, {"name": "preview-errors", "tasks": NOOP,
                        "schedule": {"cron": "0 10 * * *"}})
-    for params, name in [({"count": 0}, "count"), ({"count": 5000}, "count"),
-                         ({"after": "2027-01-01T00:00:00"}, "after"),
-                         ({"after": "tomorrow"}, "after")]:
+    cases: list[tuple[dict[str, int | str], str]] = [
+        ({"count": 0}, "count"), ({"count": 5000}, "count"),
+        ({"after": "2027-01-01T00:00:00"}, "after"), ({"after": "tomorrow"}, "after"),
+    ]
+    for params, name in cases:
         response = api.get(f"/jobs/{job['id']}/fire-times", params=params)
         assert response.status_code == 422, response.text
         assert response.headers["content-type"].startswith("application/problem+json")

@@ -19,7 +19,7 @@ import httpx
 import pytest
 import redis
 
-from common.callbacks import callback_urls
+from common.callbacks import CallbackKind, callback_urls
 from common.messaging.messages import RESULT_TASK, RESULTS_QUEUE, TaskDispatch, TaskResult
 from common.messaging.publisher import Outgoing, Publisher
 from common.messaging.wire import open_envelope
@@ -144,7 +144,7 @@ def test_late_and_repeated_post_backs(api: httpx.Client) -> None:
     assert [e["to"] for e in journal(api, run_id) if e["task"] == "a"].count("COMPLETED") == 1
 
 
-def urls(system: System, run_id: str, task: dict[str, Any]) -> dict[str, str]:
+def urls(system: System, run_id: str, task: dict[str, Any]) -> dict[CallbackKind, str]:
     """The callback URLs the connector would hand a web-service worker."""
     return dict(callback_urls(system.base, SECRET_KEY, uuid.UUID(run_id),
                               uuid.UUID(task["id"]), task["attempt"]))

@@ -39,7 +39,9 @@ class EventTap:
 
     def __init__(self, url: str) -> None:
         self._client = redis.Redis.from_url(url)
-        self._pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+        # redis-py leaves ``pubsub`` unannotated (its PubSub is typed).
+        self._pubsub = self._client.pubsub(  # type: ignore[no-untyped-call]
+            ignore_subscribe_messages=True)
         self._pubsub.subscribe("stellwerk:events")
         self.raw: list[str] = []
         self._stop = threading.Event()

@@ -25,7 +25,7 @@ from tests.e2e.conftest import ADMIN_TOKEN, System, submit
 
 try:
     from playwright import sync_api
-    from playwright.sync_api import Browser, Page, expect
+    from playwright.sync_api import Browser, Locator, Page, expect
 except ImportError:  # a dev dependency; the ``browser`` fixture says what is missing
     sync_api = None  # type: ignore[assignment]
 
@@ -138,7 +138,7 @@ def log_in(page: Page, system: System, token: str) -> None:
     expect(page.get_by_role("heading", name="Jobs")).to_be_visible()
 
 
-def node(page: Page, task: str) -> Any:
+def node(page: Page, task: str) -> Locator:
     return page.locator(f'svg.graph g.node[data-task="{task}"]')
 
 
@@ -170,6 +170,7 @@ def test_a_person_runs_a_canary_job_from_the_browser(
     canary = page.locator('svg.graph g.node.state-CONFIRM[data-task^="sleep-"]')
     expect(canary).to_have_count(1, timeout=RUN_TIMEOUT_MS)
     canary_name = canary.get_attribute("data-task")
+    assert canary_name is not None, "the canary's node names no task"
     # The colours themselves (the stylesheet's): amber for CONFIRM, grey for WAITING.
     expect(node(page, canary_name).locator("rect")).to_have_css("fill", "rgb(245, 158, 11)")
     expect(node(page, "join").locator("rect")).to_have_css("fill", "rgb(229, 231, 235)")
