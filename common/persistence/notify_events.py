@@ -17,18 +17,9 @@ from sqlalchemy.orm import Session
 
 from common.messaging.messages import Event
 from common.persistence.db import driver
-
-CHANNEL = "stellwerk_notify"
-# One statement: the insert and the wake-up (sent at commit; repeats in one
-# transaction are folded into one by PostgreSQL).
-RECORD = (
-    "WITH recorded AS (INSERT INTO notify_events (events) VALUES (%s)) "
-    f"SELECT pg_notify('{CHANNEL}', '')"
-)
-# The events recorded by the current transaction (``now()`` is its start, which
-# ``created_at`` defaults to) that contain the given fields.
-RECORDED_HERE = (
-    "SELECT events FROM notify_events WHERE created_at = now() AND events @> %s ORDER BY id"
+from common.persistence.queries import (
+    NOTIFY_EVENTS_RECORDED_HERE,
+    RECORD_NOTIFY_EVENTS,
 )
 
 
@@ -40,11 +31,11 @@ def events_json(events: Sequence[Event]) -> Jsonb:
 def record_events(session: Session, events: Sequence[Event]) -> None:
     """Record the events for the notify runner in the caller's transaction (one statement)."""
     if events:
-        driver(session).execute(RECORD, (events_json(events),))
+        driver(session).execute(RECORD_NOTIFY_EVENTS, (events_json(events),))
 
 
 def recorded_here(session: Session, fields: dict[str, str]) -> list[Event]:
     """The events this transaction recorded that have all of ``fields``, in order."""
-    rows = driver(session).execute(RECORDED_HERE, (Jsonb([fields]),)).fetchall()
+    rows = driver(session).execute(NOTIFY_EVENTS_RECORDED_HERE, (Jsonb([fields]),)).fetchall()
     return [Event.model_validate(event) for (events,) in rows for event in events
             if all(event.get(k) == v for k, v in fields.items())]

@@ -22,36 +22,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, TextClause, text
+from sqlalchemy import CursorResult, TextClause
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.domain.states import RUN_TERMINAL
+from common.persistence.queries import PRUNE_FIRES, PRUNE_RUNS
 
-# The job's runs up to its (keep + 1)-th newest may go: ``OFFSET keep`` on the unique
-# (job_id, number) index reads keep + 1 entries per candidate; a job with fewer runs
-# gets NULL, and ``number <= NULL`` keeps them all.
-DELETE_RUNS = text(
-    "WITH doomed AS ("
-    "  SELECT r.id FROM runs AS r JOIN jobs AS j ON j.id = r.job_id "
-    "  WHERE r.finished_at < :cutoff AND r.state = ANY(:terminal) "
-    "    AND (CAST(:tenant AS varchar) IS NULL OR j.tenant = :tenant) "
-    "    AND r.number <= (SELECT k.number FROM runs AS k WHERE k.job_id = r.job_id "
-    "                     ORDER BY k.number DESC OFFSET :keep LIMIT 1) "
-    "  ORDER BY r.finished_at LIMIT :limit FOR UPDATE OF r SKIP LOCKED) "
-    "DELETE FROM runs AS r USING doomed WHERE r.id = doomed.id"
-)
-# A fire's row only keeps a beat from firing its time twice, and the beat never goes
-# back before a job's ``next_fire_at``. A past fire goes when its run has gone (a run
-# finishes after its fire) or when it had none (skipped); a buffered fire still waits.
-DELETE_FIRES = text(
-    "WITH old AS ("
-    "  SELECT f.id FROM fires AS f JOIN jobs AS j ON j.id = f.job_id "
-    "  WHERE f.outcome <> 'buffered' AND f.fire_at < :cutoff "
-    "    AND NOT EXISTS (SELECT FROM runs AS r WHERE r.id = f.run_id) "
-    "    AND (CAST(:tenant AS varchar) IS NULL OR j.tenant = :tenant) "
-    "  ORDER BY f.fire_at LIMIT :limit FOR UPDATE OF f SKIP LOCKED) "
-    "DELETE FROM fires AS f USING old WHERE f.id = old.id"
-)
 # Runs per transaction: a run of a 10,000-task fan-out drags tens of thousands of rows
 # with it, so batches are counted in runs and kept small.
 BATCH_RUNS = 200
@@ -88,8 +64,8 @@ def prune_batch(session: Session, scope: PruneScope, limit: int = BATCH_RUNS) ->
         "cutoff": scope.cutoff, "tenant": scope.tenant, "limit": limit,
         "keep": scope.keep_runs, "terminal": sorted(RUN_TERMINAL),
     }
-    runs = _deleted(session, DELETE_RUNS, params)
-    fires = _deleted(session, DELETE_FIRES, params)
+    runs = _deleted(session, PRUNE_RUNS, params)
+    fires = _deleted(session, PRUNE_FIRES, params)
     return Pruned(runs, fires, more=max(runs, fires) >= limit)
 
 

@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session
 from common.domain.snapshot import RunSnapshot, TaskRunView
 from common.domain.states import RunState, TaskState
 from common.persistence.db import driver
+from common.persistence.queries import CLAIM_MESSAGES, LOAD_TASK_RUNS, LOCK_RUNS
 from scheduler.engine.structure import JobStructure, StructureCache
 
 
@@ -84,23 +85,6 @@ class TaskRunRow(NamedTuple):
     attempt: int
     base: int
     detached: bool
-
-
-LOCK_RUNS = (
-    "SELECT r.id, r.job_id, r.number, r.state, r.version, r.started_at, j.version, "
-    "s.last_success_start, s.last_success_finish, s.data::text "
-    "FROM runs r JOIN jobs j ON j.id = r.job_id "
-    "LEFT JOIN job_storage s ON s.job_id = r.job_id "
-    "WHERE r.id = ANY(%s) ORDER BY r.id FOR UPDATE OF r"
-)
-CLAIM_MESSAGES = (
-    "INSERT INTO consumed_messages (message_id) SELECT unnest(%s::uuid[]) "
-    "ON CONFLICT DO NOTHING RETURNING message_id"
-)
-LOAD_TASK_RUNS = (
-    "SELECT run_id, id, name, state, attempt, base, detached FROM task_runs "
-    "WHERE run_id = ANY(%s)"
-)
 
 
 class RunLoader:

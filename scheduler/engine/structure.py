@@ -15,6 +15,7 @@ from psycopg import Connection as PgConnection
 
 from common.domain.graph import Graph
 from common.domain.snapshot import TaskInfo
+from common.persistence.queries import LOAD_EDGES, LOAD_JOBS, LOAD_TASKS
 
 
 @dataclass(frozen=True)
@@ -97,14 +98,6 @@ def load_structures(conn: PgConnection[Any], job_ids: list[uuid.UUID]) -> list[J
         edges.setdefault(job_id, []).append((from_task, to_task))
     return [_structure(row, tasks[row[0]], edges.get(row[0], []))
             for row in conn.execute(LOAD_JOBS, (job_ids,))]
-
-
-LOAD_JOBS = ("SELECT id, version, name, type, application, tenant, params, secure_params, "
-             "spec FROM jobs WHERE id = ANY(%s)")
-LOAD_TASKS = ("SELECT job_id, id, name, type, params, secure_params, timeout_s, retries, "
-              "retry_backoff_s, confirm, binding FROM tasks WHERE job_id = ANY(%s) "
-              "ORDER BY job_id, position")
-LOAD_EDGES = "SELECT job_id, from_task, to_task FROM task_edges WHERE job_id = ANY(%s)"
 
 
 def _structure(

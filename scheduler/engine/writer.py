@@ -19,9 +19,10 @@ from sqlalchemy.orm import Session
 
 from common.messaging.publisher import Outgoing
 from common.persistence.db import driver
-from common.persistence.notify_events import RECORD, events_json
+from common.persistence.notify_events import events_json
+from common.persistence.queries import CLAIM_MESSAGES, RECORD_NOTIFY_EVENTS
 from scheduler.engine.changes import ChangeSet
-from scheduler.engine.loading import CLAIM_MESSAGES, RunRecord
+from scheduler.engine.loading import RunRecord
 
 FORGET = "DELETE FROM outbox WHERE id = ANY(%s)"
 INSERT_JOURNAL = (
@@ -96,7 +97,7 @@ def write(
         for job_id, (start, finish) in changes.successes.items():
             cur.execute(RECORD_SUCCESS, (start, finish, job_id))
         if events:
-            cur.execute(RECORD, (events_json(events),))
+            cur.execute(RECORD_NOTIFY_EVENTS, (events_json(events),))
         rows = [(m.queue, m.task_name, m.task_id, Jsonb(m.payload)) for m in messages]
         if rows:
             outbox.executemany(INSERT_OUTBOX, rows, returning=True)

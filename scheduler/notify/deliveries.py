@@ -16,36 +16,10 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
-from sqlalchemy import text
 from sqlalchemy.orm import Session, sessionmaker
 
+from common.persistence.queries import CLAIM_DELIVERIES, FINISH_DELIVERY, PRUNE_DELIVERIES
 from scheduler.notify.backoff import NextStep
-
-# Only the oldest pending delivery of a (subscription, run) may go: while it is in flight
-# (its due_at is its lease's end) or waits for a retry, the run's later events wait too.
-CLAIM = text(
-    "UPDATE deliveries AS d SET due_at = :lease_end, claim = :claim "
-    "FROM (SELECT id FROM deliveries AS p WHERE state = 'pending' AND due_at <= :now "
-    "      AND NOT EXISTS (SELECT 1 FROM deliveries AS e WHERE e.state = 'pending' "
-    "        AND e.subscription_id = p.subscription_id AND e.run_id = p.run_id "
-    "        AND e.seq < p.seq) "
-    "      ORDER BY due_at, seq LIMIT :limit FOR UPDATE SKIP LOCKED) AS c, "
-    "     subscriptions AS s "
-    "WHERE d.id = c.id AND s.id = d.subscription_id "
-    "RETURNING d.id, d.subscription_id, d.event_id, d.event, d.payload, d.attempts, "
-    "s.target, s.url, s.sealed_secret, s.sealed_headers, s.celery_task, s.queue"
-)
-FINISH = text(
-    "WITH done AS ("
-    "  UPDATE deliveries SET state = :state, attempts = attempts + 1, due_at = :due_at, "
-    "  claim = NULL, finished_at = :finished_at WHERE id = :id AND claim = :claim "
-    "  RETURNING id, attempts) "
-    "INSERT INTO delivery_attempts (delivery_id, number, at, duration_ms, status_code, error) "
-    "SELECT id, attempts, :at, :duration_ms, :status_code, :error FROM done RETURNING id"
-)
-PRUNE = text(
-    "DELETE FROM deliveries WHERE state IN ('delivered', 'dead') AND finished_at < :before"
-)
 
 
 @dataclass(frozen=True)
@@ -97,7 +71,7 @@ class DeliveryStore:
             return []
         token = uuid4()
         with self._sessions.begin() as session:
-            rows = session.execute(CLAIM, {
+            rows = session.execute(CLAIM_DELIVERIES, {
                 "lease_end": now + lease, "claim": token, "now": now, "limit": limit,
             }).all()
         return [Claimed(
@@ -112,7 +86,7 @@ class DeliveryStore:
         ended = attempt.at + timedelta(milliseconds=attempt.duration_ms)
         finished = ended if step.state != "pending" else None
         with self._sessions.begin() as session:
-            row = session.execute(FINISH, {
+            row = session.execute(FINISH_DELIVERY, {
                 "state": step.state, "due_at": step.due_at, "finished_at": finished,
                 "id": claimed.id, "claim": claimed.claim, "at": attempt.at,
                 "duration_ms": attempt.duration_ms, "status_code": attempt.status_code,
@@ -123,4 +97,4 @@ class DeliveryStore:
     def prune(self, before: datetime) -> int:
         """Delete delivered and dead deliveries finished before ``before``."""
         with self._sessions.begin() as session:
-            return session.execute(PRUNE, {"before": before}).rowcount  # type: ignore[attr-defined,no-any-return]
+            return session.execute(PRUNE_DELIVERIES, {"before": before}).rowcount  # type: ignore[attr-defined,no-any-return]

@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from common.messaging.messages import Event
 from common.outage import Outage
 from common.persistence.db import driver
+from common.persistence.queries import FORGET_NOTIFY_EVENTS, LOCK_NOTIFY_INTAKE, TAKE_NOTIFY_EVENTS
 from common.unreachable import REDIS_UNREACHABLE, database_unreachable
 from scheduler.notify.recording import record_deliveries
 from scheduler.notify.wakeup import Wakeup
@@ -41,9 +42,6 @@ BATCH_ROWS = 100
 POLL = timedelta(seconds=1)
 # Any constant that no other advisory lock of Stellwerk uses ("notify" in ASCII).
 INTAKE_LOCK = 0x6E6F74696679
-LOCK = "SELECT pg_advisory_xact_lock(%s)"
-TAKE = "SELECT id, events FROM notify_events ORDER BY id LIMIT %s"
-FORGET = "DELETE FROM notify_events WHERE id = ANY(%s)"
 
 
 class Intake:
@@ -95,13 +93,13 @@ class Intake:
         """Record the deliveries of the oldest rows and delete them; True if more may wait."""
         with self._sessions.begin() as session:
             conn = driver(session)
-            conn.execute(LOCK, (INTAKE_LOCK,))
-            rows = conn.execute(TAKE, (BATCH_ROWS,)).fetchall()
+            conn.execute(LOCK_NOTIFY_INTAKE, (INTAKE_LOCK,))
+            rows = conn.execute(TAKE_NOTIFY_EVENTS, (BATCH_ROWS,)).fetchall()
             if not rows:
                 return False
             events = [event for _, raw in rows for event in _decode(raw)]
             deliveries = record_deliveries(session, events, self._clock())
-            conn.execute(FORGET, ([row_id for row_id, _ in rows],))
+            conn.execute(FORGET_NOTIFY_EVENTS, ([row_id for row_id, _ in rows],))
         self._append_live(events)
         if deliveries:
             self._on_deliveries()

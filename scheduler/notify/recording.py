@@ -21,17 +21,7 @@ from common.domain.subscriptions import EventFacts, Rule, selects
 from common.messaging.messages import Event
 from common.persistence.db import driver
 from common.persistence.models import Subscription
-
-# ``seq`` is drawn in the order of the arrays (the events' order), hence the ORDER BY.
-INSERT_DELIVERIES = (
-    "INSERT INTO deliveries (id, subscription_id, run_id, event_id, event, payload, state, "
-    "attempts, due_at, created_at) "
-    "SELECT d.id, d.subscription_id, d.run_id, d.event_id, d.event, d.payload::jsonb, "
-    "'pending', 0, %s, %s "
-    "FROM unnest(%s::uuid[], %s::uuid[], %s::uuid[], %s::uuid[], %s::text[], %s::text[]) "
-    "WITH ORDINALITY AS d(id, subscription_id, run_id, event_id, event, payload, n) "
-    "ORDER BY d.n ON CONFLICT (subscription_id, event_id) DO NOTHING"
-)
+from common.persistence.queries import INSERT_DELIVERIES
 
 
 def record_deliveries(session: Session, events: Sequence[Event], now: datetime) -> int:

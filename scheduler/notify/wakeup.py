@@ -15,7 +15,7 @@ from typing import Any
 import psycopg
 
 from common.persistence.db import libpq_url
-from common.persistence.notify_events import CHANNEL
+from common.persistence.queries import NOTIFY_CHANNEL
 
 CONNECT_TIMEOUT = timedelta(seconds=2)
 
@@ -23,7 +23,7 @@ CONNECT_TIMEOUT = timedelta(seconds=2)
 class Wakeup:
     """A listening connection, opened on first use and after it broke."""
 
-    def __init__(self, database_url: str, channel: str = CHANNEL) -> None:
+    def __init__(self, database_url: str, channel: str = NOTIFY_CHANNEL) -> None:
         """``channel`` is the one writers notify."""
         self._url = libpq_url(database_url)
         self._channel = channel

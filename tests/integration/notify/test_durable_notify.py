@@ -17,7 +17,8 @@ import pytest
 from common.domain.spec import JobSpec
 from common.messaging.messages import Event, utcnow
 from common.persistence.db import driver, libpq_url
-from scheduler.notify.intake import INTAKE_LOCK, LOCK, TAKE
+from common.persistence.queries import LOCK_NOTIFY_INTAKE, TAKE_NOTIFY_EVENTS
+from scheduler.notify.intake import INTAKE_LOCK
 from scheduler.notify.recording import record_deliveries
 from scheduler.services.jobs import create_job
 from tests.conftest import SESSION_MARKER
@@ -92,8 +93,8 @@ def test_a_runner_killed_before_its_commit_leaves_its_rows_to_the_next(notify: N
         notify.publish(sent[2])
         with notify.sessions() as session:  # a runner that takes the rows...
             conn = driver(session)
-            conn.execute(LOCK, (INTAKE_LOCK,))
-            rows = conn.execute(TAKE, (100,)).fetchall()
+            conn.execute(LOCK_NOTIFY_INTAKE, (INTAKE_LOCK,))
+            rows = conn.execute(TAKE_NOTIFY_EVENTS, (100,)).fetchall()
             record_deliveries(session, [Event.model_validate(e) for _, r in rows for e in r],
                               utcnow())
             pid = conn.info.backend_pid

@@ -1,0 +1,141 @@
+"""Every hand-written SQL statement of Stellwerk, by name (issue 15).
+
+The hot paths (the engine's batch, the notify intake, the beat's cron tick) send fixed
+SQL through psycopg, and some duties use SQLAlchemy ``text()``; either way the statement
+lives here, so that one file answers "what does Stellwerk ask of PostgreSQL", a column
+renamed in a migration is found by one search, and ``tests/integration/test_queries.py``
+has PostgreSQL check that every statement here names tables and columns that exist
+(it prepares each one against the migrated schema). Two styles of placeholders:
+``%s``/``%(name)s``/``%b`` for psycopg strings, ``:name`` for ``text()``.
+
+What uses each statement is named in its section's title.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+
+# ---- Notify events: common.persistence.notify_events, scheduler.notify.intake ----
+
+NOTIFY_CHANNEL = "stellwerk_notify"
+
+# One statement: the insert and the wake-up (sent at commit; repeats in one
+# transaction are folded into one by PostgreSQL).
+RECORD_NOTIFY_EVENTS = (
+    "WITH recorded AS (INSERT INTO notify_events (events) VALUES (%s)) "
+    f"SELECT pg_notify('{NOTIFY_CHANNEL}', '')"
+)
+
+# The events recorded by the current transaction (``now()`` is its start, which
+# ``created_at`` defaults to) that contain the given fields.
+NOTIFY_EVENTS_RECORDED_HERE = (
+    "SELECT events FROM notify_events WHERE created_at = now() AND events @> %s ORDER BY id"
+)
+
+LOCK_NOTIFY_INTAKE = "SELECT pg_advisory_xact_lock(%s)"
+
+TAKE_NOTIFY_EVENTS = "SELECT id, events FROM notify_events ORDER BY id LIMIT %s"
+
+FORGET_NOTIFY_EVENTS = "DELETE FROM notify_events WHERE id = ANY(%s)"
+
+
+# ---- Deliveries: scheduler.notify.recording and .deliveries ----
+
+# ``seq`` is drawn in the order of the arrays (the events' order), hence the ORDER BY.
+INSERT_DELIVERIES = (
+    "INSERT INTO deliveries (id, subscription_id, run_id, event_id, event, payload, state, "
+    "attempts, due_at, created_at) "
+    "SELECT d.id, d.subscription_id, d.run_id, d.event_id, d.event, d.payload::jsonb, "
+    "'pending', 0, %s, %s "
+    "FROM unnest(%s::uuid[], %s::uuid[], %s::uuid[], %s::uuid[], %s::text[], %s::text[]) "
+    "WITH ORDINALITY AS d(id, subscription_id, run_id, event_id, event, payload, n) "
+    "ORDER BY d.n ON CONFLICT (subscription_id, event_id) DO NOTHING"
+)
+
+# Only the oldest pending delivery of a (subscription, run) may go: while it is in flight
+# (its due_at is its lease's end) or waits for a retry, the run's later events wait too.
+CLAIM_DELIVERIES = text(
+    "UPDATE deliveries AS d SET due_at = :lease_end, claim = :claim "
+    "FROM (SELECT id FROM deliveries AS p WHERE state = 'pending' AND due_at <= :now "
+    "      AND NOT EXISTS (SELECT 1 FROM deliveries AS e WHERE e.state = 'pending' "
+    "        AND e.subscription_id = p.subscription_id AND e.run_id = p.run_id "
+    "        AND e.seq < p.seq) "
+    "      ORDER BY due_at, seq LIMIT :limit FOR UPDATE SKIP LOCKED) AS c, "
+    "     subscriptions AS s "
+    "WHERE d.id = c.id AND s.id = d.subscription_id "
+    "RETURNING d.id, d.subscription_id, d.event_id, d.event, d.payload, d.attempts, "
+    "s.target, s.url, s.sealed_secret, s.sealed_headers, s.celery_task, s.queue"
+)
+
+FINISH_DELIVERY = text(
+    "WITH done AS ("
+    "  UPDATE deliveries SET state = :state, attempts = attempts + 1, due_at = :due_at, "
+    "  claim = NULL, finished_at = :finished_at WHERE id = :id AND claim = :claim "
+    "  RETURNING id, attempts) "
+    "INSERT INTO delivery_attempts (delivery_id, number, at, duration_ms, status_code, error) "
+    "SELECT id, attempts, :at, :duration_ms, :status_code, :error FROM done RETURNING id"
+)
+
+PRUNE_DELIVERIES = text(
+    "DELETE FROM deliveries WHERE state IN ('delivered', 'dead') AND finished_at < :before"
+)
+
+
+# ---- Runs as the engine reads them: scheduler.engine.loading and .structure ----
+
+LOCK_RUNS = (
+    "SELECT r.id, r.job_id, r.number, r.state, r.version, r.started_at, j.version, "
+    "s.last_success_start, s.last_success_finish, s.data::text "
+    "FROM runs r JOIN jobs j ON j.id = r.job_id "
+    "LEFT JOIN job_storage s ON s.job_id = r.job_id "
+    "WHERE r.id = ANY(%s) ORDER BY r.id FOR UPDATE OF r"
+)
+
+CLAIM_MESSAGES = (
+    "INSERT INTO consumed_messages (message_id) SELECT unnest(%s::uuid[]) "
+    "ON CONFLICT DO NOTHING RETURNING message_id"
+)
+
+LOAD_TASK_RUNS = (
+    "SELECT run_id, id, name, state, attempt, base, detached FROM task_runs "
+    "WHERE run_id = ANY(%s)"
+)
+
+LOAD_JOBS = ("SELECT id, version, name, type, application, tenant, params, secure_params, "
+             "spec FROM jobs WHERE id = ANY(%s)")
+
+LOAD_TASKS = ("SELECT job_id, id, name, type, params, secure_params, timeout_s, retries, "
+              "retry_backoff_s, confirm, binding FROM tasks WHERE job_id = ANY(%s) "
+              "ORDER BY job_id, position")
+
+LOAD_EDGES = "SELECT job_id, from_task, to_task FROM task_edges WHERE job_id = ANY(%s)"
+
+
+# ---- Retention: common.persistence.retention ----
+
+# The job's runs up to its (keep + 1)-th newest may go: ``OFFSET keep`` on the unique
+# (job_id, number) index reads keep + 1 entries per candidate; a job with fewer runs
+# gets NULL, and ``number <= NULL`` keeps them all.
+PRUNE_RUNS = text(
+    "WITH doomed AS ("
+    "  SELECT r.id FROM runs AS r JOIN jobs AS j ON j.id = r.job_id "
+    "  WHERE r.finished_at < :cutoff AND r.state = ANY(:terminal) "
+    "    AND (CAST(:tenant AS varchar) IS NULL OR j.tenant = :tenant) "
+    "    AND r.number <= (SELECT k.number FROM runs AS k WHERE k.job_id = r.job_id "
+    "                     ORDER BY k.number DESC OFFSET :keep LIMIT 1) "
+    "  ORDER BY r.finished_at LIMIT :limit FOR UPDATE OF r SKIP LOCKED) "
+    "DELETE FROM runs AS r USING doomed WHERE r.id = doomed.id"
+)
+
+# A fire's row only keeps a beat from firing its time twice, and the beat never goes
+# back before a job's ``next_fire_at``. A past fire goes when its run has gone (a run
+# finishes after its fire) or when it had none (skipped); a buffered fire still waits.
+PRUNE_FIRES = text(
+    "WITH old AS ("
+    "  SELECT f.id FROM fires AS f JOIN jobs AS j ON j.id = f.job_id "
+    "  WHERE f.outcome <> 'buffered' AND f.fire_at < :cutoff "
+    "    AND NOT EXISTS (SELECT FROM runs AS r WHERE r.id = f.run_id) "
+    "    AND (CAST(:tenant AS varchar) IS NULL OR j.tenant = :tenant) "
+    "  ORDER BY f.fire_at LIMIT :limit FOR UPDATE OF f SKIP LOCKED) "
+    "DELETE FROM fires AS f USING old WHERE f.id = old.id"
+)

@@ -1,0 +1,71 @@
+"""Every statement of ``common.persistence.queries`` names tables and columns that exist.
+
+PostgreSQL prepares each one against the migrated schema (``PREPARE``): parsing,
+resolving every name and inferring the parameters' types, without running it. A column
+renamed or dropped in a migration fails here, not in production when the statement first
+runs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import psycopg
+import pytest
+from sqlalchemy import TextClause, create_engine
+
+from common.persistence import queries
+
+NOT_STATEMENTS = {"NOTIFY_CHANNEL"}
+
+
+def statements() -> Iterator[tuple[str, str]]:
+    """``(name, SQL)`` of every statement, ``text()`` ones rendered with psycopg's style."""
+    dialect = create_engine("postgresql+psycopg://").dialect  # no connection is made
+    for name, value in sorted(vars(queries).items()):
+        if not name.isupper() or name in NOT_STATEMENTS:
+            continue
+        if isinstance(value, TextClause):
+            yield name, str(value.compile(dialect=dialect))
+        else:
+            assert isinstance(value, str), f"{name} is neither SQL text nor a string"
+            yield name, value
+
+
+def numbered(sql: str) -> str:
+    """``%s``, ``%b`` and ``%(name)s`` placeholders as PostgreSQL's ``$1, $2, ...``."""
+    names: dict[str, int] = {}
+    count = 0
+
+    def number(match: re.Match[str]) -> str:
+        nonlocal count
+        name = match.group(1)
+        if name is not None and name in names:
+            return f"${names[name]}"
+        count += 1
+        if name is not None:
+            names[name] = count
+        return f"${count}"
+
+    return re.sub(r"%(?:\((\w+)\))?[sb]", number, sql)
+
+
+def test_the_placeholders_are_numbered_as_postgresql_takes_them() -> None:
+    assert numbered("a = %s AND b = %(x)s OR c = %(x)s AND d = %b") == (
+        "a = $1 AND b = $2 OR c = $2 AND d = $3")
+
+
+@pytest.mark.parametrize(("name", "sql"), list(statements()), ids=[n for n, _ in statements()])
+def test_the_statement_prepares_against_the_schema(database_url: str, name: str, sql: str) -> None:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(f"PREPARE checked AS {numbered(sql)}".encode())
+        conn.execute("DEALLOCATE checked")
+
+
+def test_a_statement_naming_a_missing_column_is_refused(database_url: str) -> None:
+    """Guards the check above against passing vacuously."""
+    with psycopg.connect(database_url, autocommit=True) as conn, pytest.raises(
+        psycopg.errors.UndefinedColumn
+    ):
+        conn.execute(numbered("PREPARE checked AS SELECT no_such_column FROM runs WHERE id = %s"))
