@@ -13,6 +13,8 @@ import socket
 from collections.abc import Sequence
 
 import redis
+from celery import Celery
+from celery.apps.worker import Worker
 from celery.signals import after_setup_logger
 from celery.utils.nodenames import default_nodename
 
@@ -62,7 +64,31 @@ def run_worker(
     app = build_worker_app(settings, default_registry, holdings)
     after_setup_logger.connect(_quiet_per_task_logs, weak=False)
     broker = Outage("Redis", logger)
-    worker = app.Worker(
+    worker = _celery_worker(app, hostname, broker, types, concurrency=concurrency, pool=pool)
+    logger.info("%s serving %s with %d %s", hostname, ", ".join(types), concurrency, pool)
+    if settings.secret_key is None:
+        logger.warning("STELLWERK_SECRET_KEY is not set: tasks with secure params will FAIL here")
+    settle_garbage_collector()
+    with (
+        StatusWriter(health_dir(settings.data_dir), "worker", lambda: [broker]),
+        LivenessBeacon(client, hostname, types, concurrency,
+                       on_refresh=lambda: holdings.refresh(hostname)),
+    ):
+        worker.start()
+    if worker.exitcode:
+        raise SystemExit(worker.exitcode)
+
+
+def _celery_worker(
+    app: Celery, hostname: str, broker: Outage, types: Sequence[str], *, concurrency: int,
+    pool: str,
+) -> Worker:
+    """Celery's worker with what Stellwerk does not use turned off.
+
+    One message prefetched per slot (a long task must not hold others back); no gossip,
+    mingle, heartbeats or task events: liveness is Stellwerk's own record.
+    """
+    return app.Worker(
         hostname=hostname,
         consumer_cls=steady_consumer(broker),
         queues=[task_queue(task_type) for task_type in types],
@@ -77,18 +103,6 @@ def run_worker(
         redirect_stdouts=False,
         quiet=True,
     )
-    logger.info("%s serving %s with %d %s", hostname, ", ".join(types), concurrency, pool)
-    if settings.secret_key is None:
-        logger.warning("STELLWERK_SECRET_KEY is not set: tasks with secure params will FAIL here")
-    settle_garbage_collector()
-    with (
-        StatusWriter(health_dir(settings.data_dir), "worker", lambda: [broker]),
-        LivenessBeacon(client, hostname, types, concurrency,
-                       on_refresh=lambda: holdings.refresh(hostname)),
-    ):
-        worker.start()
-    if worker.exitcode:
-        raise SystemExit(worker.exitcode)
 
 
 def _quiet_per_task_logs(**_: object) -> None:

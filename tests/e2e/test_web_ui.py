@@ -148,13 +148,7 @@ def test_a_person_runs_a_canary_job_from_the_browser(
     log_in(page, system, ADMIN_TOKEN)
     expect(page.locator("#who")).to_contain_text("admin")
     page.get_by_role("link", name="Submit a job").click()
-
-    # A refused spec: the API's 422 is shown, naming the task and the field.
-    page.get_by_label("job spec, JSON or YAML").fill(
-        "name: broken\ntasks:\n  - {name: a, type: noop, next: [nowhere]}\n")
-    page.get_by_role("button", name="Submit").click()
-    expect(page.locator(".notice.error")).to_contain_text("422")
-    expect(page.locator(".notice.error")).to_contain_text("nowhere")
+    submit_a_refused_spec(page)
 
     name = f"ui-canary-{uuid.uuid4().hex[:6]}"
     page.evaluate(RECORD_CHANGES)
@@ -166,7 +160,27 @@ def test_a_person_runs_a_canary_job_from_the_browser(
     expect(node(page, "join")).to_be_visible()
     expect(page.locator(".mode")).to_have_attribute("data-mode", "live")
 
-    # The canary: one sleep runs, then waits for a person; the others wait for it.
+    canary_name = confirm_the_canary(page, name, artifacts)
+    assert_the_graph_changed_live(page, canary_name)
+
+    node(page, "start").click()
+    expect(page.locator("pre.log")).to_contain_text("preparing the batch")
+    expect(page.locator("pre.log")).to_have_attribute("data-state", "ended")
+    page.screenshot(path=str(artifacts / "run-task-log.png"), full_page=True)
+    find_the_job_by_name(page, name, run_id, artifacts)
+
+
+def submit_a_refused_spec(page: Page) -> None:
+    """A refused spec: the API's 422 is shown, naming the task and the field."""
+    page.get_by_label("job spec, JSON or YAML").fill(
+        "name: broken\ntasks:\n  - {name: a, type: noop, next: [nowhere]}\n")
+    page.get_by_role("button", name="Submit").click()
+    expect(page.locator(".notice.error")).to_contain_text("422")
+    expect(page.locator(".notice.error")).to_contain_text("nowhere")
+
+
+def confirm_the_canary(page: Page, name: str, artifacts: Path) -> str:
+    """One sleep runs, then waits for a person; the others wait for it. Confirmed here."""
     canary = page.locator('svg.graph g.node.state-CONFIRM[data-task^="sleep-"]')
     expect(canary).to_have_count(1, timeout=RUN_TIMEOUT_MS)
     canary_name = canary.get_attribute("data-task")
@@ -183,7 +197,11 @@ def test_a_person_runs_a_canary_job_from_the_browser(
         "data-state", "COMPLETED", timeout=RUN_TIMEOUT_MS)
     expect(page.locator("svg.graph g.node.state-COMPLETED")).to_have_count(5)
     page.screenshot(path=str(artifacts / "run-completed.png"), full_page=True)
+    return canary_name
 
+
+def assert_the_graph_changed_live(page: Page, canary_name: str) -> None:
+    """Every node went through its states in this document, without a reload."""
     shown: dict[str, list[str]] = {}
     for task, state in page.evaluate("window.__changes"):
         if shown.setdefault(task, [state])[-1] != state:
@@ -194,12 +212,9 @@ def test_a_person_runs_a_canary_job_from_the_browser(
     assert all(shown[task][0] == "WAITING" and len(shown[task]) > 1 for task in others), shown
     assert page.evaluate("window.__sameDocument") is True  # no reload: updated live
 
-    node(page, "start").click()
-    expect(page.locator("pre.log")).to_contain_text("preparing the batch")
-    expect(page.locator("pre.log")).to_have_attribute("data-state", "ended")
-    page.screenshot(path=str(artifacts / "run-task-log.png"), full_page=True)
 
-    # The job is found by a part of its name in the list.
+def find_the_job_by_name(page: Page, name: str, run_id: str, artifacts: Path) -> None:
+    """The job is found by a part of its name in the list, and its page lists the run."""
     page.get_by_role("link", name="Jobs", exact=True).click()
     page.get_by_label("Name").fill(name.upper()[3:])
     page.get_by_role("button", name="Filter").click()
