@@ -41,8 +41,7 @@ from common.persistence.db import driver
 from common.persistence.models import Fire, Job, Run
 from common.persistence.notify_events import record_events
 from common.persistence.outbox import enqueue
-from scheduler.services.run_batch import NewRun, create_runs
-from scheduler.services.runs import create_run
+from scheduler.services.runs import NewRun, create_run, create_runs
 
 log = logging.getLogger(__name__)
 LOOKAHEAD = timedelta(seconds=1)
@@ -233,10 +232,10 @@ class _JobFiring:
     def _run(self, fire: Fire) -> None:
         trigger: FireTrigger = "catchup" if fire.trigger == "catchup" else "schedule"
         created = create_run(self.session, self.job.id, trigger, fire.fire_at, self.now)
-        fire.outcome, fire.run_id = "run", created.run.id
+        fire.outcome, fire.run_id = "run", created.run_id
         self.outbox_ids += created.outbox_ids
         if self.unfinished is not None:
-            self.unfinished[created.run.id] = RunState.READY
+            self.unfinished[created.run_id] = RunState.READY
 
     def _skip(self, fire_at: datetime, trigger: str, reason: str) -> None:
         if self._record(fire_at, "skipped", trigger, reason) is not None:

@@ -44,7 +44,7 @@ def go_live(session: Session, job: Job, now: datetime) -> LiveJob:
     at = job.schedule.get("at")
     scheduled_for = datetime.fromisoformat(at) if at else now
     created = create_run(session, job.id, "schedule", scheduled_for, now)
-    return LiveJob(created.run.id, created.outbox_ids)
+    return LiveJob(created.run_id, created.outbox_ids)
 
 
 def next_fire_at(job: Job, now: datetime) -> datetime | None:

@@ -121,7 +121,7 @@ def run_now(
     created = create_run(session, job_id, "api", now, now)
     session.commit()
     resources.relay_now(created.outbox_ids)
-    return RunPublic.of_detail(get_run(session, created.run.id), resources.served_types())
+    return RunPublic.of_detail(get_run(session, created.run_id), resources.served_types())
 
 
 @router.get("/{job_id}/runs", dependencies=[Depends(scope("job.read"))])

@@ -64,12 +64,12 @@ def make_history(
         job_id = create_job(session, spec, OLD - timedelta(days=1)).job_id
         for number, at in enumerate(finished, start=1):
             scheduled = (at or NOW) - timedelta(hours=number)
-            run = create_run(session, job_id, "schedule", scheduled, scheduled).run
-            runs[number] = run.id
-            _finish(session, run.id, at)
+            run_id = create_run(session, job_id, "schedule", scheduled, scheduled).run_id
+            runs[number] = run_id
+            _finish(session, run_id, at)
             session.execute(insert(Fire).values(
                 job_id=job_id, fire_at=scheduled, outcome="run", trigger="schedule",
-                run_id=run.id, recorded_at=scheduled))
+                run_id=run_id, recorded_at=scheduled))
     return History(job_id, tenant, runs)
 
 
