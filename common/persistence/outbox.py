@@ -1,11 +1,22 @@
 """The transactional outbox: messages are written with the change that causes them.
 
-A state change and its messages commit in one transaction (:func:`enqueue`). Right
-after the commit, the writer publishes the messages it holds
-(:meth:`OutboxRelay.publish_written`) and deletes their rows in its next transaction;
-a crash in between leaves the rows, and the beat's
-:meth:`OutboxRelay.relay_pending` sends whatever has been left for longer than a grace
-period, deleting each row in the transaction that locked it. A row is never
+This module owns the outbox table (issue 15): every statement that writes, reads or
+deletes its rows is here. Rows are written by :func:`enqueue` in the caller's
+transaction, or by :func:`enqueue_on` on a cursor of the engine's pipelined writer
+(the same statement, sent with the rest of its batch). They are deleted by
+:func:`forget` (one statement) wherever that happens. :class:`OutboxRelay` has one
+way to publish (``_publish``) and one way to relay rows (lock, publish, delete in
+one transaction); its public methods only choose what: rows by id
+(:meth:`~OutboxRelay.relay_ids`), by id and due (:meth:`~OutboxRelay.relay_due`),
+left behind (:meth:`~OutboxRelay.relay_pending`), or messages the caller still holds
+(:meth:`~OutboxRelay.publish_written`).
+
+A state change and its messages commit in one transaction. Right after the commit,
+the writer publishes the messages it holds (:meth:`OutboxRelay.publish_written`) and
+deletes their rows in its next transaction (:func:`forget`, or
+:func:`forget_published` when idle); a crash in between leaves the rows, and the
+beat's :meth:`OutboxRelay.relay_pending` sends whatever has been left for longer than
+a grace period, deleting each row in the transaction that locked it. A row is never
 lost; it can be sent twice only after a crash or a writer slower than the grace
 period, and every consumer ignores a duplicate.
 
@@ -21,15 +32,37 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
-from sqlalchemy import delete, func, select
+from psycopg import Cursor
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.messaging.bundling import bundle_dispatches
 from common.messaging.publisher import Outgoing, Publisher
 from common.persistence.db import driver
-from common.persistence.models import OutboxMessage
+
+INSERT = (
+    "INSERT INTO outbox (queue, task_name, task_id, payload, due_at) "
+    "SELECT q, n, i, p::jsonb, d FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], "
+    "%b::timestamptz[]) AS m(q, n, i, p, d) RETURNING id"
+)
+DELETE = "DELETE FROM outbox WHERE id = ANY(%s)"
+SELECT_IDS = (
+    "SELECT id, queue, task_name, task_id, payload, due_at FROM outbox "
+    "WHERE id = ANY(%s) FOR UPDATE SKIP LOCKED"
+)
+# A timed row counts from its ``due_at``: it is never sent early.
+SELECT_PENDING = (
+    "SELECT id, queue, task_name, task_id, payload, due_at FROM outbox "
+    "WHERE coalesce(due_at, created_at) <= now() - %s ORDER BY id LIMIT %s "
+    "FOR UPDATE SKIP LOCKED"
+)
+
+
+class _Executes(Protocol):
+    """A psycopg connection or cursor, inside a pipeline or not."""
+
+    def execute(self, query: str, params: Any = ...) -> Any: ...  # noqa: D102
 
 
 def enqueue(
@@ -43,23 +76,47 @@ def enqueue(
     """
     if not messages:
         return []
+    with driver(session).cursor() as cur:
+        enqueue_on(cur, messages, due_at)
+        return written_ids(cur)
+
+
+def enqueue_on(
+    cur: Cursor[Any], messages: Sequence[Outgoing],
+    due_at: Sequence[datetime | None] | None = None,
+) -> None:
+    """Send the outbox rows' statement on ``cur``, which may be in a pipeline.
+
+    The ids are read afterwards with :func:`written_ids` (after the pipeline's sync).
+    """
     due = list(due_at) if due_at is not None else [None] * len(messages)
-    columns = (
+    cur.execute(INSERT, (
         [m.queue for m in messages], [m.task_name for m in messages],
         [m.task_id for m in messages], [json.dumps(m.payload) for m in messages], due,
-    )
-    return [row[0] for row in driver(session).execute(INSERT, columns)]
+    ))
 
 
-INSERT = (
-    "INSERT INTO outbox (queue, task_name, task_id, payload, due_at) "
-    "SELECT q, n, i, p::jsonb, d FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], "
-    "%b::timestamptz[]) AS m(q, n, i, p, d) RETURNING id"
-)
-SELECT_FOR_RELAY = (
-    "SELECT id, queue, task_name, task_id, payload, due_at FROM outbox "
-    "WHERE id = ANY(%s) FOR UPDATE SKIP LOCKED"
-)
+def written_ids(cur: Cursor[Any]) -> list[int]:
+    """The ids of the rows :func:`enqueue_on` wrote on ``cur``."""
+    return [row[0] for row in cur.fetchall()]
+
+
+def forget(conn: _Executes, ids: Sequence[int]) -> None:
+    """Delete outbox rows (published, or being published in this transaction)."""
+    if ids:
+        conn.execute(DELETE, (list(ids),))
+
+
+def forget_published(session: Session, ids: Sequence[int]) -> None:
+    """Delete published outbox rows in a transaction of their own (the engine is idle).
+
+    Without waiting for the WAL flush: losing this delete in a server crash costs a
+    duplicate relay, which every consumer ignores.
+    """
+    if ids:
+        conn = driver(session)
+        conn.execute("SET LOCAL synchronous_commit = off")
+        forget(conn, ids)
 
 
 @dataclass(frozen=True)
@@ -69,6 +126,12 @@ class Deferred:
     id: int
     due_at: datetime
     message: Outgoing
+
+
+@dataclass(frozen=True)
+class _Relayed:
+    sent: int
+    deferred: list[Deferred]
 
 
 class OutboxRelay:
@@ -87,9 +150,7 @@ class OutboxRelay:
 
     def relay_ids(self, ids: Sequence[int]) -> int:
         """Relay the given rows now (those another relay holds are skipped)."""
-        if not ids:
-            return 0
-        return self._relay(select(OutboxMessage).where(OutboxMessage.id.in_(ids)))
+        return self._relay(SELECT_IDS, (list(ids),)).sent if ids else 0
 
     def publish_written(self, messages: Sequence[Outgoing]) -> None:
         """Publish messages whose rows the caller has just committed.
@@ -98,50 +159,39 @@ class OutboxRelay:
         rows afterwards, in its next transaction. The beat leaves rows
         younger than its grace period alone, so it does not race this.
         """
-        self._publisher.publish(bundle_dispatches(messages, self._bundle_size))
+        self._publish(messages)
 
     def relay_due(self, ids: Sequence[int], now: datetime) -> list[Deferred]:
         """Relay the given rows that are due by ``now``; return the others, kept."""
-        if not ids:
-            return []
-        with self._sessions.begin() as session:
-            rows = driver(session).execute(SELECT_FOR_RELAY, (list(ids),)).fetchall()
-            due = [r for r in rows if r[5] is None or r[5] <= now]
-            self._publisher.publish(bundle_dispatches(
-                (_from_row(r) for r in due), self._bundle_size))
-            if due:
-                session.execute(
-                    delete(OutboxMessage).where(OutboxMessage.id.in_([r[0] for r in due])))
-        return [Deferred(r[0], r[5], _from_row(r)) for r in rows
-                if r[5] is not None and r[5] > now]
+        return self._relay(SELECT_IDS, (list(ids),), now).deferred if ids else []
 
     def relay_pending(self, min_age: timedelta = timedelta(0), limit: int = 5000) -> int:
         """Relay rows left in the outbox for at least ``min_age``, oldest first.
 
         A timed row counts from its ``due_at``: it is never sent early.
         """
-        since = func.coalesce(OutboxMessage.due_at, OutboxMessage.created_at)
-        query = select(OutboxMessage).where(since <= func.now() - min_age)
-        return self._relay(query.order_by(OutboxMessage.id).limit(limit))
+        return self._relay(SELECT_PENDING, (min_age, limit)).sent
 
-    def _relay(self, query: object) -> int:
+    def _relay(self, query: str, params: Any, now: datetime | None = None) -> _Relayed:
+        """Lock the selected rows, publish those due by ``now`` (all without), delete them."""
         with self._sessions.begin() as session:
-            rows = session.scalars(
-                query.with_for_update(skip_locked=True)  # type: ignore[attr-defined]
-            ).all()
-            if not rows:
-                return 0
-            messages = (_outgoing(r) for r in rows)
-            self._publisher.publish(bundle_dispatches(messages, self._bundle_size))
-            session.execute(delete(OutboxMessage).where(OutboxMessage.id.in_([r.id for r in rows])))
-            return len(rows)
+            conn = driver(session)
+            rows = conn.execute(query, params).fetchall()
+            due = [r for r in rows if now is None or r[5] is None or r[5] <= now]
+            if due:
+                self._publish([_from_row(r) for r in due])
+                forget(conn, [r[0] for r in due])
+        deferred = [] if now is None else [
+            Deferred(r[0], r[5], _from_row(r)) for r in rows if r[5] is not None and r[5] > now
+        ]
+        return _Relayed(len(due), deferred)
 
-
-def _outgoing(row: OutboxMessage) -> Outgoing:
-    return Outgoing(row.queue, row.task_name, row.payload, row.task_id)
+    def _publish(self, messages: Sequence[Outgoing]) -> None:
+        """The one way out: dispatches bundled per queue, every message in order."""
+        self._publisher.publish(bundle_dispatches(messages, self._bundle_size))
 
 
 def _from_row(row: Any) -> Outgoing:
-    """The message of a :data:`SELECT_FOR_RELAY` row."""
+    """The message of a ``SELECT_IDS`` or ``SELECT_PENDING`` row."""
     _, queue, task_name, task_id, payload, _ = row
     return Outgoing(queue, task_name, payload, task_id)

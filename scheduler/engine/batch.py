@@ -22,11 +22,10 @@ from common.domain.machine import Refused
 from common.domain.states import RUN_TERMINAL, TaskState
 from common.messaging.holdings import is_outcome
 from common.messaging.messages import Activation, TaskResult
-from common.persistence.outbox import OutboxRelay
+from common.persistence.outbox import OutboxRelay, forget_published
 from scheduler.engine.applying import Applying
 from scheduler.engine.incoming import Incoming, activation_event, result_event
 from scheduler.engine.loading import RunLoader, RunRecord
-from scheduler.engine.writer import forget_published
 
 log = logging.getLogger(__name__)
 # An attempt in these states can still report: its logs, storage and lease count. A

@@ -20,11 +20,11 @@ from sqlalchemy.orm import Session
 from common.messaging.publisher import Outgoing
 from common.persistence.db import driver
 from common.persistence.notify_events import events_json
+from common.persistence.outbox import enqueue_on, forget, written_ids
 from common.persistence.queries import CLAIM_MESSAGES, RECORD_NOTIFY_EVENTS
 from scheduler.engine.changes import ChangeSet
 from scheduler.engine.loading import RunRecord
 
-FORGET = "DELETE FROM outbox WHERE id = ANY(%s)"
 INSERT_JOURNAL = (
     "INSERT INTO journal (run_id, task, attempt, at, from_state, to_state, reason, actor) "
     "VALUES (%(run_id)s, %(task)s, %(attempt)s, %(at)s, %(from_state)s, %(to_state)s, "
@@ -33,10 +33,6 @@ INSERT_JOURNAL = (
 INSERT_LOG = (
     "INSERT INTO task_logs (task_run_id, attempt, at, stream, line) "
     "VALUES (%(task_run_id)s, %(attempt)s, %(at)s, %(stream)s, %(line)s)"
-)
-INSERT_OUTBOX = (
-    "INSERT INTO outbox (queue, task_name, task_id, payload) VALUES (%s, %s, %s, %s) "
-    "RETURNING id"
 )
 UPSERT_STORAGE = (
     "INSERT INTO job_storage (job_id, data, updated_at) VALUES (%s, %s, %s) "
@@ -58,18 +54,6 @@ def claim_messages(session: Session, ids: list[uuid.UUID]) -> set[uuid.UUID]:
     return {row[0] for row in driver(session).execute(CLAIM_MESSAGES, (ids,))}
 
 
-def forget_published(session: Session, ids: list[int]) -> None:
-    """Delete published outbox rows in a transaction of their own (the engine is idle).
-
-    Without waiting for the WAL flush: losing this delete in a server crash costs a
-    duplicate relay, which every consumer ignores.
-    """
-    if ids:
-        conn = driver(session)
-        conn.execute("SET LOCAL synchronous_commit = off")
-        conn.execute(FORGET, (ids,))
-
-
 def write(
     session: Session, runs: list[RunRecord], changes: ChangeSet, messages: list[Outgoing],
     published: list[int],
@@ -84,8 +68,7 @@ def write(
     conn = driver(session)
     outbox = conn.cursor()
     with conn.pipeline(), conn.cursor() as cur:
-        if published:
-            cur.execute(FORGET, (published,))
+        forget(cur, published)
         _write_task_runs(cur, changes)
         _write_runs(cur, runs, changes)
         if changes.journal:
@@ -98,20 +81,10 @@ def write(
             cur.execute(RECORD_SUCCESS, (start, finish, job_id))
         if events:
             cur.execute(RECORD_NOTIFY_EVENTS, (events_json(events),))
-        rows = [(m.queue, m.task_name, m.task_id, Jsonb(m.payload)) for m in messages]
-        if rows:
-            outbox.executemany(INSERT_OUTBOX, rows, returning=True)
-    return _returned_ids(outbox) if rows else []
-
-
-def _returned_ids(cur: Any) -> list[int]:
-    """The ids of an ``executemany(..., returning=True)``, one result set per row."""
-    ids: list[int] = []
-    with cur:
-        while True:
-            ids.append(cur.fetchone()[0])
-            if not cur.nextset():
-                return ids
+        if messages:  # the outbox's own statement (common.persistence.outbox), one for all
+            enqueue_on(outbox, messages)
+    with outbox:
+        return written_ids(outbox) if messages else []
 
 
 @functools.cache
