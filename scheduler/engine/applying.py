@@ -19,11 +19,11 @@ order itself, and had to get it right three times.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from common.domain import events as ev
 from common.domain.machine import advance
@@ -32,7 +32,7 @@ from common.messaging.messages import TaskResult
 from common.messaging.publisher import Outgoing
 from common.persistence.outbox import OutboxRelay
 from scheduler.engine.changes import ChangeSet
-from scheduler.engine.loading import RunRecord
+from scheduler.engine.loading import RunLoader, RunRecord
 from scheduler.engine.stopper import Stopper
 from scheduler.engine.writer import write
 
@@ -84,6 +84,34 @@ class Applying:
         messages = self._changes.dispatch_messages()
         outbox_ids = write(session, list(runs), self._changes, messages, list(published))
         return Written(outbox_ids, messages, list(self._changes.stops))
+
+
+class RunWriter:
+    """What changing a run from outside the engine needs (run control, post-backs).
+
+    The API composes one of each subclass per process (``Resources``): they lock a run,
+    go through :class:`Applying` and, after the commit, relay and stop
+    (:meth:`after_commit`) as an engine batch does.
+    """
+
+    def __init__(
+        self, sessions: sessionmaker[Session], loader: RunLoader, relay: OutboxRelay,
+        stopper: Stopper, *, lease_ttl: timedelta, clock: Callable[[], datetime],
+    ) -> None:
+        self._sessions = sessions
+        self._loader = loader
+        self._relay = relay
+        self._stopper = stopper
+        self._lease_ttl = lease_ttl
+        self._clock = clock
+
+    def applying(self, actor: str) -> Applying:
+        """A unit of work on runs, now, in the journal's name of ``actor``."""
+        return Applying(self._clock(), self._lease_ttl, actor=actor)
+
+    def after_commit(self, written: Written) -> None:
+        """Relay what was written and tell attempts to stop."""
+        relay_and_stop(self._relay, self._stopper, written)
 
 
 def relay_and_stop(relay: OutboxRelay, stopper: Stopper, written: Written) -> None:

@@ -15,18 +15,13 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
 from typing import Literal
-
-from sqlalchemy.orm import Session, sessionmaker
 
 from common.domain import events as ev
 from common.domain.machine import Refused
 from common.domain.states import TaskState
-from common.persistence.outbox import OutboxRelay
-from scheduler.engine.applying import Applying, relay_and_stop
-from scheduler.engine.loading import RunLoader, RunRecord
-from scheduler.engine.stopper import Stopper
+from scheduler.engine.applying import RunWriter
+from scheduler.engine.loading import RunRecord
 from scheduler.services.errors import Conflict, NotFound
 
 log = logging.getLogger(__name__)
@@ -44,19 +39,8 @@ _TASK_EVENTS: dict[str, Callable[[str], ev.Event]] = {
 }
 
 
-class RunControl:
+class RunControl(RunWriter):
     """Applies person actions; composed once per API process (see ``Resources``)."""
-
-    def __init__(
-        self, sessions: sessionmaker[Session], loader: RunLoader, relay: OutboxRelay,
-        stopper: Stopper, *, lease_ttl: timedelta, clock: Callable[[], datetime],
-    ) -> None:
-        self._sessions = sessions
-        self._loader = loader
-        self._relay = relay
-        self._stopper = stopper
-        self._lease_ttl = lease_ttl
-        self._clock = clock
 
     def run_action(self, run_id: uuid.UUID, action: RunAction, actor: str) -> None:
         """Cancel, pause, resume, retry the run, or confirm every task waiting in it."""
@@ -80,7 +64,7 @@ class RunControl:
             if record is None:
                 raise NotFound("run", run_id)
             _require_same_graph(record)
-            applying = Applying(self._clock(), self._lease_ttl, actor=actor)
+            applying = self.applying(actor)
             events = list(events_of(record))
             for event in events:
                 try:
@@ -91,7 +75,7 @@ class RunControl:
             written = applying.write(session, [record])
         names = ", ".join(type(event).__name__ for event in events)
         log.info("run %s: %s applied for %s", run_id, names, actor)
-        relay_and_stop(self._relay, self._stopper, written)
+        self.after_commit(written)
 
 
 def _require_same_graph(record: RunRecord) -> None:

@@ -19,23 +19,17 @@ from __future__ import annotations
 import json
 import logging
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from typing import Any, Literal
-
-from sqlalchemy.orm import Session, sessionmaker
 
 from common.domain.snapshot import TaskRunView
 from common.domain.webservice import ReportedState
 from common.messaging.messages import LogLine, TaskResult
-from common.persistence.outbox import OutboxRelay
-from scheduler.engine.applying import Applying, relay_and_stop
+from scheduler.engine.applying import Applying, RunWriter
 from scheduler.engine.batch import LIVE
 from scheduler.engine.commands import task_name
 from scheduler.engine.incoming import result_event
-from scheduler.engine.loading import RunLoader, RunRecord
-from scheduler.engine.stopper import Stopper
+from scheduler.engine.loading import RunRecord
 from scheduler.engine.writer import claim_messages
 from scheduler.services.errors import Conflict, NotFound
 
@@ -76,19 +70,8 @@ class Report:
         )
 
 
-class Reports:
+class Reports(RunWriter):
     """Applies reports; composed once per API process (see ``Resources``)."""
-
-    def __init__(
-        self, sessions: sessionmaker[Session], loader: RunLoader, relay: OutboxRelay,
-        stopper: Stopper, *, lease_ttl: timedelta, clock: Callable[[], datetime],
-    ) -> None:
-        self._sessions = sessions
-        self._loader = loader
-        self._relay = relay
-        self._stopper = stopper
-        self._lease_ttl = lease_ttl
-        self._clock = clock
 
     def apply(self, run_id: uuid.UUID, task: str, report: Report, reporter: str) -> None:
         """Apply ``report`` to the task (a name or task run id) of the run, or refuse it.
@@ -109,12 +92,12 @@ class Reports:
                          attempt, report.outcome)
                 return
             _require_current(name, view, attempt)
-            applying = Applying(self._clock(), self._lease_ttl, actor=reporter)
+            applying = self.applying(reporter)
             self._record(record, name, report.result(record, name, attempt, reporter), applying)
             written = applying.write(session, [record])
         log.info("run %s task %s attempt %d: %s %s reported by %s", run_id, name, attempt,
                  report.kind, report.outcome or "", reporter)
-        relay_and_stop(self._relay, self._stopper, written)
+        self.after_commit(written)
 
     @staticmethod
     def _record(record: RunRecord, task: str, result: TaskResult, applying: Applying) -> None:
