@@ -1,29 +1,29 @@
 """The transactional outbox: messages are written with the change that causes them.
 
 This module owns the outbox table (issue 15): every statement that writes, reads or
-deletes its rows is here. Rows are written by :func:`enqueue` in the caller's
-transaction, or by :func:`enqueue_on` on a cursor of the engine's pipelined writer
-(the same statement, sent with the rest of its batch). They are deleted by
-:func:`forget` (one statement) wherever that happens. :class:`OutboxRelay` has one
-way to publish (``_publish``) and one way to relay rows (lock, publish, delete in
-one transaction); its public methods only choose what: rows by id
-(:meth:`~OutboxRelay.relay_ids`), by id and due (:meth:`~OutboxRelay.relay_due`),
-left behind (:meth:`~OutboxRelay.relay_pending`), or messages the caller still holds
-(:meth:`~OutboxRelay.publish_written`).
+deletes its rows is sent from here (their text is in ``common.persistence.queries``).
+Rows are written by :func:`enqueue` in the caller's transaction, or by
+:func:`enqueue_on` on a cursor of the engine's pipelined writer (the same statement,
+sent with the rest of its batch). They are deleted by :func:`forget` (one statement)
+wherever that happens. :class:`OutboxRelay` has one way to publish (``_publish``) and
+one way to relay rows (lock, publish, delete in one transaction); its public methods
+only choose what: rows by id (:meth:`~OutboxRelay.relay_ids`), by id and due
+(:meth:`~OutboxRelay.relay_due`), left behind (:meth:`~OutboxRelay.relay_pending`), or
+messages the caller still holds (:meth:`~OutboxRelay.publish_written`).
 
-A state change and its messages commit in one transaction. Right after the commit,
-the writer publishes the messages it holds (:meth:`OutboxRelay.publish_written`) and
-deletes their rows in its next transaction (:func:`forget`, or
-:func:`forget_published` when idle); a crash in between leaves the rows, and the
-beat's :meth:`OutboxRelay.relay_pending` sends whatever has been left for longer than
-a grace period, deleting each row in the transaction that locked it. A row is never
-lost; it can be sent twice only after a crash or a writer slower than the grace
-period, and every consumer ignores a duplicate.
+A state change and its messages commit in one transaction. Right after the commit, the
+writer publishes the messages it holds (:meth:`OutboxRelay.publish_written`) and deletes
+their rows in its next transaction (:func:`forget`, or :func:`forget_published` when
+idle); a crash in between leaves the rows, and the beat's
+:meth:`OutboxRelay.relay_pending` sends whatever has been left for longer than a grace
+period, deleting each row in the transaction that locked it. A row is never lost; it can
+be sent twice only after a crash or a writer slower than the grace period, and every
+consumer ignores a duplicate.
 
-A row may carry ``due_at``: a message that must not go out before then (a run's start,
-a retry after its backoff). The beat writes such rows ahead of time and publishes them
-on time itself (:meth:`OutboxRelay.relay_due` hands it those not yet due); other
-relays leave a timed row alone until it is overdue by their grace.
+A row may carry ``due_at``: a message that must not go out before then (a run's start, a
+retry after its backoff). The beat writes such rows ahead of time and publishes them on
+time itself (:meth:`OutboxRelay.relay_due` hands it those not yet due); other relays
+leave a timed row alone until it is overdue by their grace.
 """
 
 from __future__ import annotations
@@ -40,22 +40,11 @@ from sqlalchemy.orm import Session, sessionmaker
 from common.messaging.bundling import bundle_dispatches
 from common.messaging.publisher import Outgoing, Publisher
 from common.persistence.db import driver
-
-INSERT = (
-    "INSERT INTO outbox (queue, task_name, task_id, payload, due_at) "
-    "SELECT q, n, i, p::jsonb, d FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], "
-    "%b::timestamptz[]) AS m(q, n, i, p, d) RETURNING id"
-)
-DELETE = "DELETE FROM outbox WHERE id = ANY(%s)"
-SELECT_IDS = (
-    "SELECT id, queue, task_name, task_id, payload, due_at FROM outbox "
-    "WHERE id = ANY(%s) FOR UPDATE SKIP LOCKED"
-)
-# A timed row counts from its ``due_at``: it is never sent early.
-SELECT_PENDING = (
-    "SELECT id, queue, task_name, task_id, payload, due_at FROM outbox "
-    "WHERE coalesce(due_at, created_at) <= now() - %s ORDER BY id LIMIT %s "
-    "FOR UPDATE SKIP LOCKED"
+from common.persistence.queries import (
+    DELETE_OUTBOX,
+    INSERT_OUTBOX,
+    LOCK_OUTBOX_IDS,
+    LOCK_PENDING_OUTBOX,
 )
 
 
@@ -90,7 +79,7 @@ def enqueue_on(
     The ids are read afterwards with :func:`written_ids` (after the pipeline's sync).
     """
     due = list(due_at) if due_at is not None else [None] * len(messages)
-    cur.execute(INSERT, (
+    cur.execute(INSERT_OUTBOX, (
         [m.queue for m in messages], [m.task_name for m in messages],
         [m.task_id for m in messages], [json.dumps(m.payload) for m in messages], due,
     ))
@@ -104,7 +93,7 @@ def written_ids(cur: Cursor[Any]) -> list[int]:
 def forget(conn: _Executes, ids: Sequence[int]) -> None:
     """Delete outbox rows (published, or being published in this transaction)."""
     if ids:
-        conn.execute(DELETE, (list(ids),))
+        conn.execute(DELETE_OUTBOX, (list(ids),))
 
 
 def forget_published(session: Session, ids: Sequence[int]) -> None:
@@ -150,7 +139,7 @@ class OutboxRelay:
 
     def relay_ids(self, ids: Sequence[int]) -> int:
         """Relay the given rows now (those another relay holds are skipped)."""
-        return self._relay(SELECT_IDS, (list(ids),)).sent if ids else 0
+        return self._relay(LOCK_OUTBOX_IDS, (list(ids),)).sent if ids else 0
 
     def publish_written(self, messages: Sequence[Outgoing]) -> None:
         """Publish messages whose rows the caller has just committed.
@@ -163,14 +152,14 @@ class OutboxRelay:
 
     def relay_due(self, ids: Sequence[int], now: datetime) -> list[Deferred]:
         """Relay the given rows that are due by ``now``; return the others, kept."""
-        return self._relay(SELECT_IDS, (list(ids),), now).deferred if ids else []
+        return self._relay(LOCK_OUTBOX_IDS, (list(ids),), now).deferred if ids else []
 
     def relay_pending(self, min_age: timedelta = timedelta(0), limit: int = 5000) -> int:
         """Relay rows left in the outbox for at least ``min_age``, oldest first.
 
         A timed row counts from its ``due_at``: it is never sent early.
         """
-        return self._relay(SELECT_PENDING, (min_age, limit)).sent
+        return self._relay(LOCK_PENDING_OUTBOX, (min_age, limit)).sent
 
     def _relay(self, query: str, params: Any, now: datetime | None = None) -> _Relayed:
         """Lock the selected rows, publish those due by ``now`` (all without), delete them."""
@@ -192,6 +181,6 @@ class OutboxRelay:
 
 
 def _from_row(row: Any) -> Outgoing:
-    """The message of a ``SELECT_IDS`` or ``SELECT_PENDING`` row."""
+    """The message of a ``LOCK_OUTBOX_IDS`` or ``LOCK_PENDING_OUTBOX`` row."""
     _, queue, task_name, task_id, payload, _ = row
     return Outgoing(queue, task_name, payload, task_id)

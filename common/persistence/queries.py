@@ -139,3 +139,92 @@ PRUNE_FIRES = text(
     "  ORDER BY f.fire_at LIMIT :limit FOR UPDATE OF f SKIP LOCKED) "
     "DELETE FROM fires AS f USING old WHERE f.id = old.id"
 )
+
+
+# ---- Runs as they are created: scheduler.services.runs ----
+
+INSERT_RUNS = (
+    "INSERT INTO runs (id, job_id, number, trigger, state, scheduled_for, late_at, "
+    "activation_sent_at, created_at, updated_at, version) "
+    "SELECT r.id, r.job_id, r.number, r.trigger, 'READY', r.scheduled_for, r.late_at, r.sent, "
+    "%s, %s, 0 FROM unnest(%b::uuid[], %b::uuid[], %b::int[], %b::text[], "
+    "%b::timestamptz[], %b::timestamptz[], %b::timestamptz[]) "
+    "AS r(id, job_id, number, trigger, scheduled_for, late_at, sent)"
+)
+
+INSERT_TASK_RUNS = (
+    "INSERT INTO task_runs (id, run_id, task_id, name, type, state, attempt, base, message) "
+    "SELECT gen_random_uuid(), r.id, t.id, t.name, t.type, 'WAITING', 0, 0, '' "
+    "FROM unnest(%b::uuid[], %b::uuid[]) AS r(id, job_id) JOIN tasks t ON t.job_id = r.job_id"
+)
+
+INSERT_FIRST_JOURNAL = (
+    "INSERT INTO journal (run_id, at, from_state, to_state, reason, actor) "
+    "SELECT r.id, %s, '', 'READY', 'created', r.actor "
+    "FROM unnest(%b::uuid[], %b::text[]) AS r(id, actor)"
+)
+
+LAST_RUN_NUMBERS = "SELECT job_id, max(number) FROM runs WHERE job_id = ANY(%s) GROUP BY job_id"
+
+
+# ---- What an engine batch writes: scheduler.engine.writer ----
+
+INSERT_JOURNAL = (
+    "INSERT INTO journal (run_id, task, attempt, at, from_state, to_state, reason, actor) "
+    "VALUES (%(run_id)s, %(task)s, %(attempt)s, %(at)s, %(from_state)s, %(to_state)s, "
+    "%(reason)s, %(actor)s)"
+)
+
+INSERT_LOG = (
+    "INSERT INTO task_logs (task_run_id, attempt, at, stream, line) "
+    "VALUES (%(task_run_id)s, %(attempt)s, %(at)s, %(stream)s, %(line)s)"
+)
+
+UPSERT_STORAGE = (
+    "INSERT INTO job_storage (job_id, data, updated_at) VALUES (%s, %s, %s) "
+    "ON CONFLICT (job_id) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at"
+)
+
+RECORD_SUCCESS = (
+    "INSERT INTO job_storage (last_success_start, last_success_finish, job_id, data, updated_at) "
+    "VALUES (%s, %s, %s, '{}', now()) ON CONFLICT (job_id) DO UPDATE SET "
+    "last_success_start = excluded.last_success_start, "
+    "last_success_finish = excluded.last_success_finish"
+)
+
+
+# ---- The outbox: common.persistence.outbox ----
+
+INSERT_OUTBOX = (
+    "INSERT INTO outbox (queue, task_name, task_id, payload, due_at) "
+    "SELECT q, n, i, p::jsonb, d FROM unnest(%b::text[], %b::text[], %b::text[], %b::text[], "
+    "%b::timestamptz[]) AS m(q, n, i, p, d) RETURNING id"
+)
+
+DELETE_OUTBOX = "DELETE FROM outbox WHERE id = ANY(%s)"
+
+LOCK_OUTBOX_IDS = (
+    "SELECT id, queue, task_name, task_id, payload, due_at FROM outbox "
+    "WHERE id = ANY(%s) FOR UPDATE SKIP LOCKED"
+)
+
+# A timed row counts from its ``due_at``: it is never sent early.
+LOCK_PENDING_OUTBOX = (
+    "SELECT id, queue, task_name, task_id, payload, due_at FROM outbox "
+    "WHERE coalesce(due_at, created_at) <= now() - %s::interval ORDER BY id LIMIT %s "
+    "FOR UPDATE SKIP LOCKED"
+)
+
+
+# ---- Cron fires: scheduler.beat.crons ----
+
+MOVE_NEXT_FIRES = (
+    "UPDATE jobs SET next_fire_at = n.next_fire_at "
+    "FROM unnest(%b::uuid[], %b::timestamptz[]) AS n(id, next_fire_at) WHERE jobs.id = n.id"
+)
+
+INSERT_FIRES = (
+    "INSERT INTO fires (job_id, fire_at, outcome, trigger, reason, run_id, recorded_at) "
+    "SELECT * FROM unnest(%b::uuid[], %b::timestamptz[], %b::text[], %b::text[], %b::text[], "
+    "%b::uuid[], %b::timestamptz[]) ON CONFLICT DO NOTHING RETURNING job_id, fire_at"
+)

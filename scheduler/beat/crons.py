@@ -41,6 +41,7 @@ from common.persistence.db import driver
 from common.persistence.models import Fire, Job, Run
 from common.persistence.notify_events import record_events
 from common.persistence.outbox import enqueue
+from common.persistence.queries import INSERT_FIRES, MOVE_NEXT_FIRES
 from scheduler.services.runs import NewRun, create_run, create_runs
 
 log = logging.getLogger(__name__)
@@ -311,17 +312,6 @@ class _FireBatch:
             _skipped_event(self._jobs[job_id], self._now, fire_at, reason)
             for (job_id, fire_at), reason in self._reasons.items() if (job_id, fire_at) in inserted
         ])
-
-
-MOVE_NEXT_FIRES = (
-    "UPDATE jobs SET next_fire_at = n.next_fire_at "
-    "FROM unnest(%b::uuid[], %b::timestamptz[]) AS n(id, next_fire_at) WHERE jobs.id = n.id"
-)
-INSERT_FIRES = (
-    "INSERT INTO fires (job_id, fire_at, outcome, trigger, reason, run_id, recorded_at) "
-    "SELECT * FROM unnest(%b::uuid[], %b::timestamptz[], %b::text[], %b::text[], %b::text[], "
-    "%b::uuid[], %b::timestamptz[]) ON CONFLICT DO NOTHING RETURNING job_id, fire_at"
-)
 
 
 def _skipped_event(job: Job, now: datetime, fire_at: datetime, reason: str) -> Event:

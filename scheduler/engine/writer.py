@@ -21,29 +21,17 @@ from common.messaging.publisher import Outgoing
 from common.persistence.db import driver
 from common.persistence.notify_events import events_json
 from common.persistence.outbox import enqueue_on, forget, written_ids
-from common.persistence.queries import CLAIM_MESSAGES, RECORD_NOTIFY_EVENTS
+from common.persistence.queries import (
+    CLAIM_MESSAGES,
+    INSERT_JOURNAL,
+    INSERT_LOG,
+    RECORD_NOTIFY_EVENTS,
+    RECORD_SUCCESS,
+    UPSERT_STORAGE,
+)
 from scheduler.engine.changes import ChangeSet
 from scheduler.engine.loading import RunRecord
 
-INSERT_JOURNAL = (
-    "INSERT INTO journal (run_id, task, attempt, at, from_state, to_state, reason, actor) "
-    "VALUES (%(run_id)s, %(task)s, %(attempt)s, %(at)s, %(from_state)s, %(to_state)s, "
-    "%(reason)s, %(actor)s)"
-)
-INSERT_LOG = (
-    "INSERT INTO task_logs (task_run_id, attempt, at, stream, line) "
-    "VALUES (%(task_run_id)s, %(attempt)s, %(at)s, %(stream)s, %(line)s)"
-)
-UPSERT_STORAGE = (
-    "INSERT INTO job_storage (job_id, data, updated_at) VALUES (%s, %s, %s) "
-    "ON CONFLICT (job_id) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at"
-)
-RECORD_SUCCESS = (
-    "INSERT INTO job_storage (last_success_start, last_success_finish, job_id, data, updated_at) "
-    "VALUES (%s, %s, %s, '{}', now()) ON CONFLICT (job_id) DO UPDATE SET "
-    "last_success_start = excluded.last_success_start, "
-    "last_success_finish = excluded.last_success_finish"
-)
 JSON_COLUMNS = frozenset({"output", "data", "payload"})
 
 

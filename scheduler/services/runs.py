@@ -33,6 +33,12 @@ from common.persistence.db import driver
 from common.persistence.models import Job
 from common.persistence.notify_events import record_events
 from common.persistence.outbox import enqueue
+from common.persistence.queries import (
+    INSERT_FIRST_JOURNAL,
+    INSERT_RUNS,
+    INSERT_TASK_RUNS,
+    LAST_RUN_NUMBERS,
+)
 from scheduler.services.errors import Conflict, NotFound
 
 Trigger = Literal["schedule", "manual", "api", "catchup"]
@@ -90,31 +96,10 @@ def create_runs(
         [late_at(r.job, r.scheduled_for) for r in runs], [now if d else None for d in due],
     ))
     conn.execute(INSERT_TASK_RUNS, (ids, [r.job.id for r in runs]))
-    conn.execute(INSERT_JOURNAL, (now, ids, [r.trigger for r in runs]))
+    conn.execute(INSERT_FIRST_JOURNAL, (now, ids, [r.trigger for r in runs]))
     record_events(session, [scheduled_event(r.job, r.id, now) for r in runs])
     starts = [activation(r.id, "start") for r, d in zip(runs, due, strict=True) if d]
     return enqueue(session, starts)
-
-
-INSERT_RUNS = (
-    "INSERT INTO runs (id, job_id, number, trigger, state, scheduled_for, late_at, "
-    "activation_sent_at, created_at, updated_at, version) "
-    "SELECT r.id, r.job_id, r.number, r.trigger, 'READY', r.scheduled_for, r.late_at, r.sent, "
-    "%s, %s, 0 FROM unnest(%b::uuid[], %b::uuid[], %b::int[], %b::text[], "
-    "%b::timestamptz[], %b::timestamptz[], %b::timestamptz[]) "
-    "AS r(id, job_id, number, trigger, scheduled_for, late_at, sent)"
-)
-INSERT_TASK_RUNS = (
-    "INSERT INTO task_runs (id, run_id, task_id, name, type, state, attempt, base, message) "
-    "SELECT gen_random_uuid(), r.id, t.id, t.name, t.type, 'WAITING', 0, 0, '' "
-    "FROM unnest(%b::uuid[], %b::uuid[]) AS r(id, job_id) JOIN tasks t ON t.job_id = r.job_id"
-)
-INSERT_JOURNAL = (
-    "INSERT INTO journal (run_id, at, from_state, to_state, reason, actor) "
-    "SELECT r.id, %s, '', 'READY', 'created', r.actor "
-    "FROM unnest(%b::uuid[], %b::text[]) AS r(id, actor)"
-)
-LAST_NUMBERS = "SELECT job_id, max(number) FROM runs WHERE job_id = ANY(%s) GROUP BY job_id"
 
 
 def late_at(job: Job, scheduled_for: datetime) -> datetime | None:
@@ -135,7 +120,7 @@ def scheduled_event(job: Job, run_id: UUID, now: datetime) -> Event:
 def _numbers(conn: PgConnection[Any], runs: Sequence[NewRun]) -> dict[UUID, int]:
     """Each run's number: the job's last one plus its place among this batch's runs."""
     job_ids = list({r.job.id for r in runs})
-    last: dict[UUID, int] = dict(conn.execute(LAST_NUMBERS, (job_ids,)).fetchall())
+    last: dict[UUID, int] = dict(conn.execute(LAST_RUN_NUMBERS, (job_ids,)).fetchall())
     numbers = {}
     for run in sorted(runs, key=lambda r: r.scheduled_for):
         last[run.job.id] = numbers[run.id] = last.get(run.job.id, 0) + 1
