@@ -115,10 +115,22 @@ def _busiest_worker(chaos: Chaos, wait_s: float = 15.0) -> tuple[str, list[db.At
         time.sleep(0.3)
 
 
+def _still_held(chaos: Chaos, pid: int, held: list[db.Attempt]) -> list[db.Attempt]:
+    """Those of ``held`` still ACTIVE once the worker is stopped or dead.
+
+    An attempt whose end the engine committed between the look and the signal has no
+    change left to make: counted as held, it would read as never requeued.
+    """
+    now_active = set(db.active_attempts(chaos.db, pid))
+    return [attempt for attempt in held if attempt in now_active]
+
+
 def inject_worker_kill(chaos: Chaos) -> Fault:
     """SIGKILL the busiest worker; its ACTIVE attempts must be requeued."""
     name, held = _busiest_worker(chaos)
+    pid = chaos.supervisor.pid(name)
     at, back = chaos.supervisor.kill(name)
+    held = _still_held(chaos, pid, held)
     return Fault("worker-kill", at, back, WORKER_TARGET_S, "requeue" if held else "change",
                  f"{name} held {len(held)} ACTIVE attempts", held)
 
@@ -129,6 +141,7 @@ def inject_worker_stop(chaos: Chaos) -> Fault:
     name, held = _busiest_worker(chaos)
     stopped_s = max(chaos.lease_ttl_s, WORKER_TARGET_S) + 5.0
     at = chaos.supervisor.signal(name, signal.SIGSTOP)
+    held = _still_held(chaos, chaos.supervisor.pid(name), held)
     time.sleep(stopped_s)
     back = chaos.supervisor.signal(name, signal.SIGCONT)
     return Fault("worker-stop", at, back, WORKER_TARGET_S, "requeue" if held else "change",
