@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from common.domain.builtin_params import describe, fault_text
 from common.domain.http_call import (
     DEFAULT_CALL_TIMEOUT_S,
     Headers,
@@ -28,20 +29,6 @@ __all__ = [
 ]
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
-
-
-def describe(error: ValidationError, prefix: str) -> str:
-    """``prefix.field: problem; ...`` for every fault, without the values."""
-    faults = []
-    for item in error.errors(include_input=False, include_url=False):
-        where = ".".join(str(part) for part in (prefix, *item["loc"]))
-        faults.append(f"{where}: {fault_text(item['msg'])}")
-    return "; ".join(faults)
-
-
-def fault_text(message: str) -> str:
-    """A pydantic message without the ``Value error, `` its validators' messages get."""
-    return message.removeprefix("Value error, ")
 
 
 def secure_headers(secure_params: Mapping[str, Any]) -> dict[str, str]:

@@ -128,10 +128,19 @@ def check_params(task_type: str, params: dict[str, Any]) -> None:
         raise ValueError(describe(error)) from None
 
 
-def describe(error: ValidationError) -> str:
-    """``params.seconds: Input should be ...; ...`` without the values."""
-    return "; ".join(
-        f"params.{'.'.join(str(part) for part in item['loc'])}: "
-        f"{item['msg'].removeprefix('Value error, ')}"
-        for item in error.errors(include_input=False, include_url=False)
-    )
+def describe(error: ValidationError, prefix: str = "params") -> str:
+    """``params.seconds: Input should be ...; ...`` for every fault, without the values.
+
+    The connector words its refusals of ``http`` params and ``/invoke`` bodies with it
+    too (``connectors.params``), so a param is named alike at submit and at run time.
+    """
+    faults = []
+    for item in error.errors(include_input=False, include_url=False):
+        where = ".".join(str(part) for part in (prefix, *item["loc"]))
+        faults.append(f"{where}: {fault_text(item['msg'])}")
+    return "; ".join(faults)
+
+
+def fault_text(message: str) -> str:
+    """A pydantic message without the ``Value error, `` its validators' messages get."""
+    return message.removeprefix("Value error, ")
