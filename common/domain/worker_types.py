@@ -12,6 +12,7 @@ engine's queue (``tasks.webservice``) as a ``webservice`` attempt.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -24,6 +25,17 @@ from common.domain.webservice import (
     WebServiceSettings,
     overlay_headers,
 )
+
+
+def dispatched_as(task_type: str, binding: Mapping[str, Any] | None) -> str:
+    """The type a task's attempts are dispatched as: its binding's engine, else its own.
+
+    The engine sends the attempt to that type's queue; whoever serves that type serves
+    the task (``scheduler.services.serving`` says when nobody does).
+    """
+    engine = (binding or {}).get("engine")
+    return engine if isinstance(engine, str) and engine else task_type
+
 
 # Task types whose processors ship with Stellwerk: a worker type may not shadow them.
 BUILTIN_TYPES = frozenset({"noop", "sleep", "python", "shell", "http", "webservice",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from common.domain.snapshot import Dispatch
+from common.domain.worker_types import dispatched_as
 from common.messaging.messages import EXECUTE_TASK, TaskDispatch, task_queue
 from common.messaging.publisher import Outgoing
 
@@ -20,10 +21,10 @@ def dispatch_message(run: RunRecord, effect: Dispatch, storage: dict[str, Any]) 
     """
     job = run.job
     task = job.tasks[effect.task]
-    kind, params, sealed = task.type, task.params, task.sealed_secure_params
+    kind = dispatched_as(task.type, task.binding)
+    params, sealed = task.params, task.sealed_secure_params
     if task.binding is not None:
-        binding = task.binding
-        kind, params, sealed = binding["engine"], binding["params"], binding["sealed_secure_params"]
+        params, sealed = task.binding["params"], task.binding["sealed_secure_params"]
     message = TaskDispatch(
         task_run_id=run.task_run_ids[effect.task], run_id=run.id, job_id=job.id,
         job_name=job.name, tenant=job.tenant, task=task.name, type=kind,

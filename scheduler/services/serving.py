@@ -21,15 +21,10 @@ from typing import Any
 import redis
 
 from common.domain.states import TaskState
+from common.domain.worker_types import dispatched_as
 from scheduler.services.processors import worker_types
 
 FRESH_FOR = timedelta(seconds=1)
-
-
-def served_by(task_type: str, binding: Mapping[str, Any] | None) -> str:
-    """The queue type whose workers run a task: its engine if bound, else its type."""
-    engine = (binding or {}).get("engine")
-    return engine if isinstance(engine, str) and engine else task_type
 
 
 def not_served(task_type: str) -> str:
@@ -44,7 +39,7 @@ def unserved_warnings(
     if served is None:
         return []
     unserved = {task_type for task_type, binding in tasks
-                if served_by(task_type, binding) not in served}
+                if dispatched_as(task_type, binding) not in served}
     return [f"{not_served(t)}: its tasks wait READY until one starts or their outcome is "
             f"posted" for t in sorted(unserved)]
 
@@ -56,7 +51,7 @@ def waiting_for(
     """Why a READY task has not started, when it is known; None otherwise."""
     if state != TaskState.READY or served is None:
         return None
-    return None if served_by(task_type, binding) in served else not_served(task_type)
+    return None if dispatched_as(task_type, binding) in served else not_served(task_type)
 
 
 @dataclass

@@ -8,12 +8,13 @@ from typing import Any
 
 import redis
 
-from scheduler.services.serving import ServedTypes, served_by, unserved_warnings, waiting_for
+from common.domain.worker_types import dispatched_as
+from scheduler.services.serving import ServedTypes, unserved_warnings, waiting_for
 
 
 def test_a_bound_task_is_served_by_whoever_serves_its_engine() -> None:
-    assert served_by("billing", {"engine": "webservice"}) == "webservice"
-    assert served_by("render", None) == "render"
+    assert dispatched_as("billing", {"engine": "webservice"}) == "webservice"
+    assert dispatched_as("render", None) == "render"
     assert unserved_warnings([("billing", {"engine": "webservice"})],
                              frozenset({"webservice"})) == []
     assert waiting_for("READY", "billing", {"engine": "http"}, frozenset({"webservice"})) == (
