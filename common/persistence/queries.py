@@ -169,15 +169,15 @@ LAST_RUN_NUMBERS = "SELECT job_id, max(number) FROM runs WHERE job_id = ANY(%s) 
 
 # ---- What an engine batch writes: scheduler.engine.writer ----
 
+# The columns in the order of ``scheduler.engine.rows.JournalRow`` and ``LogRow``, whose
+# tuples are the parameters (a test holds them equal).
 INSERT_JOURNAL = (
     "INSERT INTO journal (run_id, task, attempt, at, from_state, to_state, reason, actor) "
-    "VALUES (%(run_id)s, %(task)s, %(attempt)s, %(at)s, %(from_state)s, %(to_state)s, "
-    "%(reason)s, %(actor)s)"
+    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
 )
 
 INSERT_LOG = (
-    "INSERT INTO task_logs (task_run_id, attempt, at, stream, line) "
-    "VALUES (%(task_run_id)s, %(attempt)s, %(at)s, %(stream)s, %(line)s)"
+    "INSERT INTO task_logs (task_run_id, attempt, at, stream, line) VALUES (%s, %s, %s, %s, %s)"
 )
 
 UPSERT_STORAGE = (

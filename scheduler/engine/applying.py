@@ -82,7 +82,7 @@ class Applying:
     ) -> Written:
         """Write every row (bumping each locked run's version) and forget ``published``."""
         messages = self._changes.dispatch_messages()
-        outbox_ids = write(session, list(runs), self._changes, messages, list(published))
+        outbox_ids = write(session, list(runs), self._changes.rows(), messages, list(published))
         return Written(outbox_ids, messages, list(self._changes.stops))
 
 

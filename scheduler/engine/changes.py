@@ -1,12 +1,14 @@
-"""Turning transitions into rows: task-run columns, journal, events, outbox messages.
+"""Turning transitions into rows: task-run updates, journal, events, outbox messages.
 
-One :class:`ChangeSet` collects everything a batch decided; :mod:`writer` then writes
-it in a handful of statements inside the batch's transaction. Callers go through
+One :class:`ChangeSet` collects everything a batch decided as typed rows
+(:mod:`scheduler.engine.rows`) and hands them over as :class:`Rows`; :mod:`writer` then
+writes them in a handful of statements inside the batch's transaction. Callers go through
 :class:`scheduler.engine.applying.Applying`, which keeps the order of the steps.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -27,6 +29,18 @@ from common.messaging.messages import Event, TaskResult
 from common.messaging.publisher import Outgoing
 from scheduler.engine.dispatch import dispatch_message
 from scheduler.engine.loading import RunRecord
+from scheduler.engine.rows import (
+    KEEP,
+    JournalRow,
+    Keep,
+    LogRow,
+    RunUpdate,
+    TaskRunUpdate,
+    detached,
+    entered,
+    lease_renewed,
+    retry_scheduled,
+)
 
 T = TaskState
 R = RunState
@@ -36,16 +50,30 @@ RUN_EVENTS = {
 }
 
 
+@dataclass(frozen=True)
+class Rows:
+    """What a :class:`ChangeSet` built: every row its transaction writes."""
+
+    now: datetime
+    task_runs: dict[uuid.UUID, TaskRunUpdate]
+    runs: dict[uuid.UUID, RunUpdate]
+    journal: list[JournalRow]
+    logs: list[LogRow]
+    storage: dict[uuid.UUID, dict[str, Any]]
+    successes: dict[uuid.UUID, tuple[datetime, datetime]]
+    events: list[Event]
+
+
 @dataclass
 class ChangeSet:
     """Every write a batch of messages causes, merged per row."""
 
     now: datetime
     lease_ttl: timedelta
-    tasks: dict[uuid.UUID, dict[str, Any]] = field(default_factory=lambda: defaultdict(dict))
-    runs: dict[uuid.UUID, dict[str, Any]] = field(default_factory=lambda: defaultdict(dict))
-    journal: list[dict[str, Any]] = field(default_factory=list)
-    logs: list[dict[str, Any]] = field(default_factory=list)
+    task_runs: dict[uuid.UUID, TaskRunUpdate] = field(default_factory=dict)
+    runs: dict[uuid.UUID, RunUpdate] = field(default_factory=dict)
+    journal: list[JournalRow] = field(default_factory=list)
+    logs: list[LogRow] = field(default_factory=list)
     storage: dict[uuid.UUID, dict[str, Any]] = field(default_factory=dict)
     events: dict[uuid.UUID, list[Event]] = field(default_factory=lambda: defaultdict(list))
     dispatches: list[tuple[RunRecord, Dispatch]] = field(default_factory=list)
@@ -66,82 +94,86 @@ class ChangeSet:
             elif isinstance(effect, Stop):
                 self.stops.append(f"{run.task_run_ids[effect.task]}:{effect.attempt}")
             elif isinstance(effect, RetryAt):
-                task_id = run.task_run_ids[effect.task]
-                self.tasks[task_id]["retry_at"] = self.now + effect.delay
+                retry_at = self.now + effect.delay
+                self._update(run.task_run_ids[effect.task], retry_scheduled(retry_at))
 
     def record_result(self, run: RunRecord, task: str, result: TaskResult) -> None:
         """Keep a result's log lines, storage and lease renewal, state change or not.
 
         A detached report (``TaskResult.detached``) holds the attempt by its timeout
-        instead of a lease, renewed by each such report (see :meth:`_detach`). Detached
-        is for good, for that attempt: an ordinary heartbeat applied later (an earlier
-        message of the worker that accepted it, taken by another engine) renews nothing,
-        else it would tie the attempt to a lease nobody renews and have it requeued.
+        instead of a lease, renewed by each such report. Detached is for good, for that
+        attempt: an ordinary heartbeat applied later (an earlier message of the worker
+        that accepted it, taken by another engine) renews nothing, else it would tie the
+        attempt to a lease nobody renews and have it requeued.
         """
         task_id = run.task_run_ids[task]
-        for line in result.logs:
-            self.logs.append({
-                "task_run_id": task_id, "attempt": result.attempt, "at": line.at,
-                "stream": line.stream, "line": line.line,
-            })
+        self.logs.extend(LogRow(task_id, result.attempt, line.at, line.stream, line.line)
+                         for line in result.logs)
         if result.storage is not None:
             self.storage[run.job.id] = result.storage
         if result.kind == "finished":
             return
         if result.detached:
             run.detached.add(task)
-            timers = detached_timers(self._clock, _timeout(run, task))
-            self.tasks[task_id].update(detached=True, **timers)
+            self._update(task_id, detached(detached_timers(self._clock, _timeout(run, task))))
         elif task not in run.detached and run.snapshot.tasks[task].state == T.ACTIVE:
-            self.tasks[task_id]["lease_expires_at"] = renewed_lease(self._clock)
+            self._update(task_id, lease_renewed(renewed_lease(self._clock)))
+
+    def rows(self) -> Rows:
+        """Every row built so far, for the writer."""
+        events = [event for run_events in self.events.values() for event in run_events]
+        return Rows(self.now, self.task_runs, self.runs, self.journal, self.logs,
+                    self.storage, self.successes, events)
 
     @property
     def _clock(self) -> Clock:
         return Clock(self.now, self.lease_ttl)
 
+    def _update(self, task_id: uuid.UUID, update: TaskRunUpdate) -> None:
+        earlier = self.task_runs.get(task_id)
+        self.task_runs[task_id] = update if earlier is None else earlier.then(update)
+
     def _task_change(self, run: RunRecord, change: TaskChange, result: TaskResult | None) -> None:
         task_id = run.task_run_ids[change.task]
-        cols = self.tasks[task_id]
-        cols.update(state=change.new.value, attempt=change.attempt, base=change.base)
-        cols.update(_columns_for(change.new, result, self.now))
         if change.new in (T.READY, T.WAITING):
             run.detached.discard(change.task)  # a new attempt starts attached
-        detached = change.new == T.ACTIVE and change.task in run.detached
-        cols.update(attempt_timers(
-            change.new, self._clock, timeout=_timeout(run, change.task),
-            started=cols.get("started_at"), detached=detached,
+        update = _entered(change, result, self.now)
+        is_detached = change.new == T.ACTIVE and change.task in run.detached
+        if is_detached:
+            update = dataclasses.replace(update, detached=True)
+        started = None if isinstance(update.started_at, Keep) else update.started_at
+        self._update(task_id, update.timed(attempt_timers(
+            change.new, self._clock, timeout=_timeout(run, change.task), started=started,
+            detached=is_detached,
+        )))
+        self.journal.append(JournalRow(
+            run.id, change.task, change.attempt, self.now, change.old.value, change.new.value,
+            change.reason, self.actor,
         ))
-        if detached:
-            cols["detached"] = True
-        self.journal.append({
-            "run_id": run.id, "task": change.task, "attempt": change.attempt, "at": self.now,
-            "from_state": change.old.value, "to_state": change.new.value,
-            "reason": change.reason, "actor": self.actor,
-        })
         self.events[run.id].append(self._event(
             run, f"task.{change.new.lower()}", change.old, change.new, change.reason,
             task=change.task, task_id=task_id, attempt=change.attempt,
         ))
 
     def _run_change(self, run: RunRecord, change: RunChange) -> None:
-        cols = self.runs[run.id]
-        cols["state"] = change.new.value
+        update = RunUpdate(state=change.new.value)
         if change.new == R.ACTIVE and run.started_at is None:
-            cols["started_at"] = run.started_at = self.now
-        if change.new in RUN_TERMINAL:
-            cols["finished_at"] = self.now
-        elif change.old in RUN_TERMINAL:
-            cols["finished_at"] = None
+            run.started_at = self.now
+            update = RunUpdate(state=change.new.value, started_at=self.now)
+        if change.new in RUN_TERMINAL or change.old in RUN_TERMINAL:
+            finished = self.now if change.new in RUN_TERMINAL else None
+            update = dataclasses.replace(update, finished_at=finished)
         if change.new == R.COMPLETED and run.started_at is not None:
             self.successes[run.job.id] = (run.started_at, self.now)
         job = run.job
-        cols.update(run_timers(change, self.now,
-                               RunTiming(job.timeout, job.suspend_at, job.suspend_after)))
-        self.journal.append({
-            "run_id": run.id, "task": None, "attempt": None, "at": self.now,
-            "from_state": change.old.value, "to_state": change.new.value,
-            "reason": change.reason, "actor": self.actor,
-        })
+        update = update.timed(run_timers(
+            change, self.now, RunTiming(job.timeout, job.suspend_at, job.suspend_after)))
+        earlier = self.runs.get(run.id)
+        self.runs[run.id] = update if earlier is None else earlier.then(update)
+        self.journal.append(JournalRow(
+            run.id, None, None, self.now, change.old.value, change.new.value, change.reason,
+            self.actor,
+        ))
         for name in _run_event_names(change):
             self.events[run.id].append(
                 self._event(run, name, change.old, change.new, change.reason)
@@ -173,25 +205,22 @@ class ChangeSet:
         return messages
 
 
-def _columns_for(new: TaskState, result: TaskResult | None, now: datetime) -> dict[str, Any]:
-    """Task-run columns that follow from entering ``new`` (its timers apart)."""
+def _entered(change: TaskChange, result: TaskResult | None, now: datetime) -> TaskRunUpdate:
+    """The row an attempt's entry into ``change.new`` writes (its timers apart)."""
+    new = change.new
+    started = None
     if new == T.ACTIVE:
-        started = result.started_at if result and result.started_at else now
-        worker = result.worker if result else None
-        return {"started_at": started, "worker": worker, "finished_at": None}
-    if new in (T.READY, T.WAITING):
-        return {"started_at": None, "finished_at": None, "worker": None, "output": None,
-                "message": "", "retry_at": None, "detached": False}
-    cols: dict[str, Any] = {}
+        at = result.started_at if result and result.started_at else now
+        started = (at, result.worker if result else None)
     reported = result is not None and result.kind == "finished"
+    finished_at: datetime | Keep = KEEP
     if new in TASK_TERMINAL or new in (T.CONFIRM, T.SOFT_FAILED):
         # The worker's own finishing time, when it reported one: the engine may apply
         # the result a little later, and that delay belongs to the successor's wait.
-        cols["finished_at"] = result.at if reported and result is not None else now
-    if reported and result is not None:
-        cols["output"] = result.output
-        cols["message"] = result.message
-    return cols
+        finished_at = result.at if reported and result is not None else now
+    outcome = (result.output, result.message) if reported and result is not None else None
+    return entered(new, change.attempt, change.base, started=started,
+                   finished_at=finished_at, outcome=outcome)
 
 
 def _timeout(run: RunRecord, task: str) -> timedelta:

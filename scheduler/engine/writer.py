@@ -1,4 +1,4 @@
-"""Writing a batch's :class:`ChangeSet`: hand-written SQL, one pipelined round trip.
+"""Writing a batch's rows (``changes.Rows``): hand-written SQL, one pipelined round trip.
 
 This is the engine's hot path. Built with SQLAlchemy, a batch cost about 11 ms of
 Python for 2 ms of database work (statement construction, compilation, result
@@ -29,10 +29,12 @@ from common.persistence.queries import (
     RECORD_SUCCESS,
     UPSERT_STORAGE,
 )
-from scheduler.engine.changes import ChangeSet
+from scheduler.engine.changes import Rows
 from scheduler.engine.loading import RunRecord
+from scheduler.engine.rows import RunUpdate, TaskRunUpdate
 
-JSON_COLUMNS = frozenset({"output", "data", "payload"})
+JSON_COLUMNS = frozenset({"output"})
+UNCHANGED_RUN = RunUpdate()
 
 
 def claim_messages(session: Session, ids: list[uuid.UUID]) -> set[uuid.UUID]:
@@ -43,32 +45,31 @@ def claim_messages(session: Session, ids: list[uuid.UUID]) -> set[uuid.UUID]:
 
 
 def write(
-    session: Session, runs: list[RunRecord], changes: ChangeSet, messages: list[Outgoing],
+    session: Session, runs: list[RunRecord], rows: Rows, messages: list[Outgoing],
     published: list[int],
 ) -> list[int]:
-    """Persist every change of the batch and its ``messages``; forget ``published`` rows.
+    """Persist every row of the batch and its ``messages``; forget ``published`` rows.
 
     Returns the ids of the outbox rows written, in the order of ``messages``.
     The batch's notify events go into one ``notify_events`` row (each run's in order),
     in the same pipeline: one statement more, no round trip more.
     """
-    events = [event for run_events in changes.events.values() for event in run_events]
     conn = driver(session)
     outbox = conn.cursor()
     with conn.pipeline(), conn.cursor() as cur:
         forget(cur, published)
-        _write_task_runs(cur, changes)
-        _write_runs(cur, runs, changes)
-        if changes.journal:
-            cur.executemany(INSERT_JOURNAL, changes.journal)
-        if changes.logs:
-            cur.executemany(INSERT_LOG, changes.logs)
-        for job_id, data in changes.storage.items():
-            cur.execute(UPSERT_STORAGE, (job_id, Jsonb(data), changes.now))
-        for job_id, (start, finish) in changes.successes.items():
+        _write_task_runs(cur, rows.task_runs)
+        _write_runs(cur, runs, rows)
+        if rows.journal:
+            cur.executemany(INSERT_JOURNAL, rows.journal)
+        if rows.logs:
+            cur.executemany(INSERT_LOG, rows.logs)
+        for job_id, data in rows.storage.items():
+            cur.execute(UPSERT_STORAGE, (job_id, Jsonb(data), rows.now))
+        for job_id, (start, finish) in rows.successes.items():
             cur.execute(RECORD_SUCCESS, (start, finish, job_id))
-        if events:
-            cur.execute(RECORD_NOTIFY_EVENTS, (events_json(events),))
+        if rows.events:
+            cur.execute(RECORD_NOTIFY_EVENTS, (events_json(rows.events),))
         if messages:  # the outbox's own statement (common.persistence.outbox), one for all
             enqueue_on(outbox, messages)
     with outbox:
@@ -87,28 +88,29 @@ def _update_statement(table: str, columns: tuple[str, ...], extra: str = "") -> 
     )
 
 
-def _params(cols: dict[str, Any], columns: tuple[str, ...], row_id: uuid.UUID) -> list[Any]:
-    values = [Jsonb(cols[c]) if c in JSON_COLUMNS and cols[c] is not None else cols[c]
-              for c in columns]
-    return [*values, row_id]
+def _params(update: TaskRunUpdate | RunUpdate, columns: tuple[str, ...]) -> list[Any]:
+    values = [getattr(update, c) for c in columns]
+    return [Jsonb(v) if c in JSON_COLUMNS and v is not None else v
+            for c, v in zip(columns, values, strict=True)]
 
 
-def _write_task_runs(cur: Any, changes: ChangeSet) -> None:
-    """One executemany per distinct column set."""
+def _write_task_runs(cur: Any, updates: dict[uuid.UUID, TaskRunUpdate]) -> None:
+    """One executemany per distinct set of columns."""
     groups: dict[tuple[str, ...], list[list[Any]]] = defaultdict(list)
-    for task_id, cols in changes.tasks.items():
-        if cols:
-            columns = tuple(sorted(cols))
-            groups[columns].append(_params(cols, columns, task_id))
-    for columns, rows in groups.items():
-        cur.executemany(_update_statement("task_runs", columns), rows)
+    for task_id, update in updates.items():
+        columns = update.set_columns()
+        if columns:
+            groups[columns].append([*_params(update, columns), task_id])
+    for columns, params in groups.items():
+        cur.executemany(_update_statement("task_runs", columns), params)
 
 
-def _write_runs(cur: Any, runs: list[RunRecord], changes: ChangeSet) -> None:
+def _write_runs(cur: Any, runs: list[RunRecord], rows: Rows) -> None:
     """Every locked run gets its version bumped (the snapshot caches key on it)."""
     for run in runs:
-        cols = {"updated_at": changes.now, **changes.runs.get(run.id, {})}
-        columns = tuple(sorted(cols))
-        stmt = _update_statement("runs", columns, "version = version + 1")
-        cur.execute(stmt, _params(cols, columns, run.id))
+        update = rows.runs.get(run.id, UNCHANGED_RUN)
+        columns = update.set_columns()
+        stmt = _update_statement(
+            "runs", columns, "updated_at = %s, version = version + 1")
+        cur.execute(stmt, [*_params(update, columns), rows.now, run.id])
         run.version += 1

@@ -1,0 +1,163 @@
+"""The rows an engine transaction writes, typed: one operation per kind of change.
+
+A batch may change one task run several times (READY, then ACTIVE, then COMPLETED when
+a fast task's messages come together); the row is written once, with what the last
+change of each column left. Each kind of change builds a :class:`TaskRunUpdate` or a
+:class:`RunUpdate` whose fields are the columns it sets, every other field :data:`KEEP`;
+:meth:`TaskRunUpdate.then` folds a later change over an earlier one. River writes a
+job's end the same way, one operation per kind (``JobSetStateIfRunning``).
+
+The field names are the columns' names: ``tests/unit/engine/test_rows.py`` holds them
+to the tables of ``common.persistence.models``, and the insert statements of
+``common.persistence.queries`` to :class:`JournalRow` and :class:`LogRow`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final, NamedTuple, Self, cast
+
+from common.domain.states import TaskState
+from common.domain.timers import AttemptTimers, RunTimers
+
+
+class Keep(enum.Enum):
+    """The value of a field whose column the change leaves as it is."""
+
+    KEEP = "keep"
+
+
+KEEP: Final = Keep.KEEP
+
+
+class _Update:
+    """What the row updates share: the columns set, folding."""
+
+    __slots__ = ()
+
+    def then(self, later: Self) -> Self:
+        """Fold ``later`` over this change: each column as the last change set it."""
+        kept = {name: value for name in self.columns()
+                if (value := getattr(later, name)) is not KEEP}
+        return cast(Self, dataclasses.replace(cast(Any, self), **kept)) if kept else self
+
+    def set_columns(self) -> tuple[str, ...]:
+        """The names of the columns this update sets, in field order."""
+        return tuple(name for name in self.columns() if getattr(self, name) is not KEEP)
+
+    @classmethod
+    def columns(cls) -> tuple[str, ...]:
+        """Every column an update of this table may set."""
+        return tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRunUpdate(_Update):
+    """New values of one ``task_runs`` row."""
+
+    state: str | Keep = KEEP
+    attempt: int | Keep = KEEP
+    base: int | Keep = KEEP
+    worker: str | None | Keep = KEEP
+    started_at: datetime | None | Keep = KEEP
+    finished_at: datetime | None | Keep = KEEP
+    output: dict[str, Any] | None | Keep = KEEP
+    message: str | Keep = KEEP
+    retry_at: datetime | None | Keep = KEEP
+    detached: bool | Keep = KEEP
+    lease_expires_at: datetime | None | Keep = KEEP
+    claim_check_at: datetime | None | Keep = KEEP
+    deadline_at: datetime | None | Keep = KEEP
+
+    def timed(self, timers: AttemptTimers) -> TaskRunUpdate:
+        """The same update with the attempt's timers the pure core decided."""
+        return dataclasses.replace(self, **timers)
+
+
+@dataclass(frozen=True, slots=True)
+class RunUpdate(_Update):
+    """New values of one ``runs`` row (besides its version and ``updated_at``)."""
+
+    state: str | Keep = KEEP
+    started_at: datetime | None | Keep = KEEP
+    finished_at: datetime | None | Keep = KEEP
+    cancel_requested_at: datetime | None | Keep = KEEP
+    cancel_grace_sent_at: datetime | None | Keep = KEEP
+    timeout_at: datetime | None | Keep = KEEP
+    suspend_due_at: datetime | None | Keep = KEEP
+
+    def timed(self, timers: RunTimers) -> RunUpdate:
+        """The same update with the run's timers the pure core decided."""
+        return dataclasses.replace(self, **timers)
+
+
+# ---- One operation per kind of change to a task run ----
+
+def entered(
+    state: TaskState, attempt: int, base: int, *, started: tuple[datetime, str | None] | None,
+    finished_at: datetime | None | Keep, outcome: tuple[dict[str, Any] | None, str] | None,
+) -> TaskRunUpdate:
+    """An attempt enters ``state``: what the state says of its start, end and outcome.
+
+    ``started`` is (time, worker) of an attempt that became ACTIVE; ``outcome`` (output,
+    message) is what a worker reported on finishing. READY and WAITING begin an attempt
+    afresh and clear what the one before left.
+    """
+    if state in (TaskState.READY, TaskState.WAITING):
+        return TaskRunUpdate(
+            state=state.value, attempt=attempt, base=base, started_at=None, finished_at=None,
+            worker=None, output=None, message="", retry_at=None, detached=False,
+        )
+    if started is not None:
+        return TaskRunUpdate(state=state.value, attempt=attempt, base=base,
+                             started_at=started[0],
+                             worker=started[1], finished_at=None)
+    if outcome is None:
+        return TaskRunUpdate(state=state.value, attempt=attempt, base=base,
+                             finished_at=finished_at)
+    return TaskRunUpdate(state=state.value, attempt=attempt, base=base, finished_at=finished_at,
+                         output=outcome[0], message=outcome[1])
+
+
+def lease_renewed(lease_expires_at: datetime) -> TaskRunUpdate:
+    """A worker reported on its attached ACTIVE attempt: its lease runs on."""
+    return TaskRunUpdate(lease_expires_at=lease_expires_at)
+
+
+def detached(timers: AttemptTimers) -> TaskRunUpdate:
+    """The attempt is completed elsewhere from now on: no lease, only its deadline."""
+    return TaskRunUpdate(detached=True).timed(timers)
+
+
+def retry_scheduled(retry_at: datetime) -> TaskRunUpdate:
+    """The failed attempt is tried again at ``retry_at`` (the beat's retry duty)."""
+    return TaskRunUpdate(retry_at=retry_at)
+
+
+# ---- Rows a transaction adds ----
+
+class JournalRow(NamedTuple):
+    """One state change of a run (``task`` and ``attempt`` None) or of a task."""
+
+    run_id: uuid.UUID
+    task: str | None
+    attempt: int | None
+    at: datetime
+    from_state: str
+    to_state: str
+    reason: str
+    actor: str
+
+
+class LogRow(NamedTuple):
+    """One line a task attempt printed."""
+
+    task_run_id: uuid.UUID
+    attempt: int
+    at: datetime
+    stream: str
+    line: str
