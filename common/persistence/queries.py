@@ -169,15 +169,18 @@ LAST_RUN_NUMBERS = "SELECT job_id, max(number) FROM runs WHERE job_id = ANY(%s) 
 
 # ---- What an engine batch writes: scheduler.engine.writer ----
 
-# The columns in the order of ``scheduler.engine.rows.JournalRow`` and ``LogRow``, whose
-# tuples are the parameters (a test holds them equal).
+# The columns in the order of ``scheduler.engine.rows.JournalRow`` and ``LogRow`` (a test
+# holds them equal), one array each: one statement for a batch's rows, so PostgreSQL
+# prepares the journal's state CHECKs once, not once a row.
 INSERT_JOURNAL = (
     "INSERT INTO journal (run_id, task, attempt, at, from_state, to_state, reason, actor) "
-    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"
+    "SELECT * FROM unnest(%b::uuid[], %b::text[], %b::int[], %b::timestamptz[], %b::text[], "
+    "%b::text[], %b::text[], %b::text[])"
 )
 
 INSERT_LOG = (
-    "INSERT INTO task_logs (task_run_id, attempt, at, stream, line) VALUES (%s, %s, %s, %s, %s)"
+    "INSERT INTO task_logs (task_run_id, attempt, at, stream, line) "
+    "SELECT * FROM unnest(%b::uuid[], %b::int[], %b::timestamptz[], %b::text[], %b::text[])"
 )
 
 UPSERT_STORAGE = (

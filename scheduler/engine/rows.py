@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -52,26 +53,49 @@ class _Update:
     @classmethod
     def columns(cls) -> tuple[str, ...]:
         """Every column an update of this table may set."""
-        return tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+        return _columns(cast(Any, cls))
+
+    @classmethod
+    def sql_type(cls, name: str) -> str:
+        """The PostgreSQL type of the column ``name``."""
+        return _sql_types(cast(Any, cls))[name]
+
+
+@functools.cache
+def _columns(cls: type[Any]) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
+
+
+@functools.cache
+def _sql_types(cls: type[Any]) -> dict[str, str]:
+    return {f.name: str(f.metadata["sql_type"]) for f in dataclasses.fields(cls)}
+
+
+def column(sql_type: str) -> Any:
+    """A field for a column of ``sql_type``, :data:`KEEP` unless the change sets it.
+
+    The writer sends each column of a batch as one array of that type (``unnest``).
+    """
+    return dataclasses.field(default=KEEP, metadata={"sql_type": sql_type})
 
 
 @dataclass(frozen=True, slots=True)
 class TaskRunUpdate(_Update):
     """New values of one ``task_runs`` row."""
 
-    state: str | Keep = KEEP
-    attempt: int | Keep = KEEP
-    base: int | Keep = KEEP
-    worker: str | None | Keep = KEEP
-    started_at: datetime | None | Keep = KEEP
-    finished_at: datetime | None | Keep = KEEP
-    output: dict[str, Any] | None | Keep = KEEP
-    message: str | Keep = KEEP
-    retry_at: datetime | None | Keep = KEEP
-    detached: bool | Keep = KEEP
-    lease_expires_at: datetime | None | Keep = KEEP
-    claim_check_at: datetime | None | Keep = KEEP
-    deadline_at: datetime | None | Keep = KEEP
+    state: str | Keep = column("text")
+    attempt: int | Keep = column("int")
+    base: int | Keep = column("int")
+    worker: str | None | Keep = column("text")
+    started_at: datetime | None | Keep = column("timestamptz")
+    finished_at: datetime | None | Keep = column("timestamptz")
+    output: dict[str, Any] | None | Keep = column("jsonb")
+    message: str | Keep = column("text")
+    retry_at: datetime | None | Keep = column("timestamptz")
+    detached: bool | Keep = column("bool")
+    lease_expires_at: datetime | None | Keep = column("timestamptz")
+    claim_check_at: datetime | None | Keep = column("timestamptz")
+    deadline_at: datetime | None | Keep = column("timestamptz")
 
     def timed(self, timers: AttemptTimers) -> TaskRunUpdate:
         """The same update with the attempt's timers the pure core decided."""
@@ -80,15 +104,16 @@ class TaskRunUpdate(_Update):
 
 @dataclass(frozen=True, slots=True)
 class RunUpdate(_Update):
-    """New values of one ``runs`` row (besides its version and ``updated_at``)."""
+    """New values of one ``runs`` row (the writer also bumps its version)."""
 
-    state: str | Keep = KEEP
-    started_at: datetime | None | Keep = KEEP
-    finished_at: datetime | None | Keep = KEEP
-    cancel_requested_at: datetime | None | Keep = KEEP
-    cancel_grace_sent_at: datetime | None | Keep = KEEP
-    timeout_at: datetime | None | Keep = KEEP
-    suspend_due_at: datetime | None | Keep = KEEP
+    state: str | Keep = column("text")
+    started_at: datetime | None | Keep = column("timestamptz")
+    finished_at: datetime | None | Keep = column("timestamptz")
+    cancel_requested_at: datetime | None | Keep = column("timestamptz")
+    cancel_grace_sent_at: datetime | None | Keep = column("timestamptz")
+    timeout_at: datetime | None | Keep = column("timestamptz")
+    suspend_due_at: datetime | None | Keep = column("timestamptz")
+    updated_at: datetime | Keep = column("timestamptz")
 
     def timed(self, timers: RunTimers) -> RunUpdate:
         """The same update with the run's timers the pure core decided."""

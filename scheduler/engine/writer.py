@@ -8,9 +8,11 @@ pipeline mode, all writes of a batch go to the server together.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import uuid
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from psycopg import sql
@@ -33,7 +35,6 @@ from scheduler.engine.changes import Rows
 from scheduler.engine.loading import RunRecord
 from scheduler.engine.rows import RunUpdate, TaskRunUpdate
 
-JSON_COLUMNS = frozenset({"output"})
 UNCHANGED_RUN = RunUpdate()
 
 
@@ -58,12 +59,12 @@ def write(
     outbox = conn.cursor()
     with conn.pipeline(), conn.cursor() as cur:
         forget(cur, published)
-        _write_task_runs(cur, rows.task_runs)
+        _write_updates(cur, "task_runs", rows.task_runs)
         _write_runs(cur, runs, rows)
         if rows.journal:
-            cur.executemany(INSERT_JOURNAL, rows.journal)
+            cur.execute(INSERT_JOURNAL, _columns_of(rows.journal))
         if rows.logs:
-            cur.executemany(INSERT_LOG, rows.logs)
+            cur.execute(INSERT_LOG, _columns_of(rows.logs))
         for job_id, data in rows.storage.items():
             cur.execute(UPSERT_STORAGE, (job_id, Jsonb(data), rows.now))
         for job_id, (start, finish) in rows.successes.items():
@@ -77,40 +78,57 @@ def write(
 
 
 @functools.cache
-def _update_statement(table: str, columns: tuple[str, ...], extra: str = "") -> sql.Composed:
+def update_statement(
+    table: str, columns: tuple[str, ...], types: tuple[str, ...], extra: str = ""
+) -> sql.Composed:
+    """``UPDATE`` of many rows from one array per column: one statement for the group.
+
+    One statement rather than one per row: PostgreSQL prepares a table's CHECK
+    constraints once per statement, which cost more than the update itself when each
+    row was its own statement.
+    """
     assignments: list[sql.Composable] = [
-        sql.SQL("{} = %s").format(sql.Identifier(c)) for c in columns
+        sql.SQL("{} = u.{}").format(sql.Identifier(c), sql.Identifier(c)) for c in columns
     ]
     if extra:
         assignments.append(sql.SQL(extra))
-    return sql.SQL("UPDATE {} SET {} WHERE id = %s").format(
-        sql.Identifier(table), sql.SQL(", ").join(assignments)
+    arrays = [sql.SQL("%b::uuid[]"), *(sql.SQL(f"%b::{t}[]") for t in types)]
+    return sql.SQL("UPDATE {} AS t SET {} FROM unnest({}) AS u(id, {}) WHERE t.id = u.id").format(
+        sql.Identifier(table), sql.SQL(", ").join(assignments), sql.SQL(", ").join(arrays),
+        sql.SQL(", ").join(map(sql.Identifier, columns)),
     )
 
 
-def _params(update: TaskRunUpdate | RunUpdate, columns: tuple[str, ...]) -> list[Any]:
-    values = [getattr(update, c) for c in columns]
-    return [Jsonb(v) if c in JSON_COLUMNS and v is not None else v
-            for c, v in zip(columns, values, strict=True)]
-
-
-def _write_task_runs(cur: Any, updates: dict[uuid.UUID, TaskRunUpdate]) -> None:
-    """One executemany per distinct set of columns."""
-    groups: dict[tuple[str, ...], list[list[Any]]] = defaultdict(list)
-    for task_id, update in updates.items():
-        columns = update.set_columns()
-        if columns:
-            groups[columns].append([*_params(update, columns), task_id])
-    for columns, params in groups.items():
-        cur.executemany(_update_statement("task_runs", columns), params)
+def _write_updates(
+    cur: Any, table: str, updates: Mapping[uuid.UUID, TaskRunUpdate | RunUpdate], extra: str = ""
+) -> None:
+    """One statement per distinct set of columns, each column sent as one array."""
+    groups: dict[tuple[str, ...], list[tuple[uuid.UUID, TaskRunUpdate | RunUpdate]]] = (
+        defaultdict(list))
+    for row_id, update in updates.items():
+        groups[update.set_columns()].append((row_id, update))
+    for columns, rows in groups.items():
+        if not columns and not extra:
+            continue
+        types = tuple(rows[0][1].sql_type(c) for c in columns)
+        arrays: list[list[Any]] = [[row_id for row_id, _ in rows]]
+        for name, sql_type in zip(columns, types, strict=True):
+            values = [getattr(update, name) for _, update in rows]
+            if sql_type == "jsonb":
+                values = [None if v is None else Jsonb(v) for v in values]
+            arrays.append(values)
+        cur.execute(update_statement(table, columns, types, extra), arrays)
 
 
 def _write_runs(cur: Any, runs: list[RunRecord], rows: Rows) -> None:
     """Every locked run gets its version bumped (the snapshot caches key on it)."""
+    touched = {run.id: dataclasses.replace(rows.runs.get(run.id, UNCHANGED_RUN),
+                                           updated_at=rows.now) for run in runs}
+    _write_updates(cur, "runs", touched, "version = t.version + 1")
     for run in runs:
-        update = rows.runs.get(run.id, UNCHANGED_RUN)
-        columns = update.set_columns()
-        stmt = _update_statement(
-            "runs", columns, "updated_at = %s, version = version + 1")
-        cur.execute(stmt, [*_params(update, columns), rows.now, run.id])
         run.version += 1
+
+
+def _columns_of(rows: Sequence[tuple[Any, ...]]) -> list[list[Any]]:
+    """Rows as one list per column, for an ``unnest`` insert."""
+    return [list(values) for values in zip(*rows, strict=True)]

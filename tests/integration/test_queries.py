@@ -16,6 +16,8 @@ import pytest
 from sqlalchemy import TextClause, create_engine
 
 from common.persistence import queries
+from scheduler.engine.rows import RunUpdate, TaskRunUpdate
+from scheduler.engine.writer import update_statement
 
 NOT_STATEMENTS = {"NOTIFY_CHANNEL"}
 
@@ -69,3 +71,17 @@ def test_a_statement_naming_a_missing_column_is_refused(database_url: str) -> No
         psycopg.errors.UndefinedColumn
     ):
         conn.execute(numbered("PREPARE checked AS SELECT no_such_column FROM runs WHERE id = %s"))
+
+
+@pytest.mark.parametrize("update", [TaskRunUpdate, RunUpdate], ids=["task_runs", "runs"])
+def test_the_engines_row_update_of_every_column_prepares(
+    database_url: str, update: type[TaskRunUpdate | RunUpdate],
+) -> None:
+    """The writer's ``UPDATE ... FROM unnest`` of every column, with its columns' types."""
+    table = "task_runs" if update is TaskRunUpdate else "runs"
+    columns = update.columns()
+    types = tuple(update.sql_type(c) for c in columns)
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        statement = update_statement(table, columns, types).as_string(conn)
+        conn.execute(f"PREPARE checked AS {numbered(statement)}".encode())
+        conn.execute("DEALLOCATE checked")

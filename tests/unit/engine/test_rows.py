@@ -70,4 +70,4 @@ def test_a_retry_after_a_failure_keeps_the_failures_columns() -> None:
 def test_a_journal_row_is_the_tuple_the_statement_takes() -> None:
     run_id = uuid.uuid4()
     row = JournalRow(run_id, None, None, NOW, "READY", "ACTIVE", "started", "engine")
-    assert tuple(row)[0] == run_id and len(row) == queries.INSERT_JOURNAL.count("%s")
+    assert tuple(row)[0] == run_id and len(row) == queries.INSERT_JOURNAL.count("%b")
