@@ -1,0 +1,129 @@
+"""Which held tasks may start now: limits, priorities and tenants' turns (issue 16).
+
+Pure: the engine reads how much of each limit is free and which READY attempts wait for
+one, asks :func:`admit`, and dispatches what it answers in the same transaction. A
+concurrency limit and a rate limit look the same from here: a number of starts still
+allowed on a key (its limit less the attempts holding it, or less the starts in its
+window). Keys are namespaced by the caller (``key:db-eu``, ``type:render``,
+``tenant:acme``, ``rate:github``).
+
+The order:
+
+- **Tenants take turns**, weighted: the next start goes to the waiting tenant with the
+  fewest starts for its weight (counting the ones it already has running, ``started``),
+  so a small tenant's tasks start while a big one's backlog drains.
+- **Within a tenant, priority decides** (9 first, 0 last), then the order in which the
+  attempts became READY.
+- **A blocked key blocks only its own tasks**: a candidate whose key is full is passed
+  over for the next one, so work on other keys is not held behind it.
+
+Each candidate is looked at once (a key's free count only falls while admitting), so a
+call costs O(n log t) for n candidates of t tenants.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections import defaultdict
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+DEFAULT_WEIGHT = 1
+
+
+@dataclass(frozen=True, order=False)
+class Candidate:
+    """A READY attempt waiting for its keys, as the admission sees it."""
+
+    id: Hashable
+    tenant: str
+    priority: int
+    # When it became READY (any increasing number): earlier goes first at equal priority.
+    order: int
+    keys: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Admission:
+    """The candidates that may start, in dispatch order, and whose turn was last."""
+
+    admitted: list[Candidate]
+    last_turn: str | None
+
+
+def admit(
+    candidates: Sequence[Candidate], free: Mapping[str, int],
+    weights: Mapping[str, int] | None = None, started: Mapping[str, int] | None = None,
+    last_turn: str | None = None,
+) -> Admission:
+    """The candidates that may start now, in the order they should be dispatched.
+
+    ``free`` is the starts each key still allows (a key not in it is unlimited);
+    ``weights`` a tenant's share (default 1); ``started`` what each tenant already runs
+    on the keys at stake, which its turns count from. Between tenants with as many
+    starts for their weight, the turn goes round: first to the tenant after
+    ``last_turn`` (the one served last by the previous call), so that even with one
+    slot and tasks that end before the next call no tenant waits behind another's
+    backlog.
+    """
+    weights = weights or {}
+    left = dict(free)
+    queues = _by_tenant(candidates)
+    turns = [(_share(started, tenant, 0, weights), rank, tenant)
+             for rank, tenant in enumerate(_rotation(queues, last_turn))]
+    heapq.heapify(turns)
+    admitted: list[Candidate] = []
+    given: dict[str, int] = defaultdict(int)
+    served = len(turns)
+    while turns:
+        _, _, tenant = heapq.heappop(turns)
+        chosen = _first_admissible(queues[tenant], left)
+        if chosen is None:
+            continue  # nothing of this tenant can start: it leaves the turns
+        for key in chosen.keys:
+            if key in left:
+                left[key] -= 1
+        admitted.append(chosen)
+        given[tenant] += 1
+        served += 1
+        heapq.heappush(turns, (_share(started, tenant, given[tenant], weights), served, tenant))
+    return Admission(admitted, admitted[-1].tenant if admitted else last_turn)
+
+
+def _rotation(tenants: Iterable[str], last_turn: str | None) -> list[str]:
+    """The tenants in name order, starting after ``last_turn``."""
+    names = sorted(tenants)
+    after = bisect.bisect_right(names, last_turn) if last_turn is not None else 0
+    return names[after:] + names[:after]
+
+
+def _by_tenant(candidates: Sequence[Candidate]) -> dict[str, list[Candidate]]:
+    """Each tenant's candidates, best last (so the next is popped from the end)."""
+    queues: dict[str, list[Candidate]] = defaultdict(list)
+    for candidate in candidates:
+        queues[candidate.tenant].append(candidate)
+    for queue in queues.values():
+        queue.sort(key=lambda c: (c.priority, -c.order), reverse=False)
+    return queues
+
+
+def _first_admissible(queue: list[Candidate], left: Mapping[str, int]) -> Candidate | None:
+    """Pop the tenant's best candidate whose keys all have room.
+
+    One passed over stays out: within a call a key's room only shrinks.
+    """
+    while queue:
+        candidate = queue.pop()
+        if all(left.get(key, 1) > 0 for key in candidate.keys):
+            return candidate
+    return None
+
+
+def _share(
+    started: Mapping[str, int] | None, tenant: str, given: int, weights: Mapping[str, int]
+) -> Fraction:
+    """A tenant's starts for its weight: the lowest has the next turn."""
+    running = (started or {}).get(tenant, 0)
+    return Fraction(running + given, max(1, weights.get(tenant, DEFAULT_WEIGHT)))
