@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 from bench.chaos_db import Record
 from bench.chaos_faults import Fault
-from bench.chaos_load import CRON_PREFIX, Delivery, Execution
+from bench.chaos_load import CRON_PREFIX, FLOW_LIMIT, Delivery, Execution
 from bench.chaos_system import Exit
 
 TERMINAL = {"COMPLETED", "FAILED", "TIMEOUT", "CANCELED"}
@@ -66,7 +66,8 @@ def check_all(seen: Observed) -> list[Check]:
     """Every invariant, in the order of the table."""
     return [
         check_terminal(seen), check_cron_once(seen), check_no_double(seen),
-        check_no_overlap(seen), check_completed_ran(seen), check_webhook(seen),
+        check_no_overlap(seen), check_completed_ran(seen), check_flow_limit(seen),
+        check_flow_released(seen), check_webhook(seen),
         check_exits(seen), *check_recoveries(seen.faults),
     ]
 
@@ -174,6 +175,36 @@ def check_completed_ran(seen: Observed) -> Check:
     return Check("no COMPLETED task that never ran", not phantom,
                  f"{len(completed)} COMPLETED tasks, {len(phantom)} without an execution",
                  evidence)
+
+
+def check_flow_limit(seen: Observed) -> Check:
+    """No more attempts ACTIVE at once on the flow key than its limit (the journal's
+    ACTIVE intervals of the DAG jobs' flaky tasks, which hold it)."""
+    edges: list[tuple[datetime, int]] = []
+    opened: dict[object, datetime] = {}  # by run: a task has one current attempt
+    for run_id, task, _, at, old, new, _ in seen.record.journal:
+        if task != "flaky":
+            continue
+        if new == "ACTIVE":
+            opened[run_id] = at
+        elif old == "ACTIVE" and run_id in opened:
+            edges += [(opened.pop(run_id), 1), (at, -1)]
+    edges.sort(key=lambda edge: (edge[0], edge[1]))
+    most = now_open = 0
+    for _, step in edges:
+        now_open += step
+        most = max(most, now_open)
+    return Check("flow limit never exceeded", most <= FLOW_LIMIT,
+                 f"at most {most} of {FLOW_LIMIT} ACTIVE, {len(edges) // 2} attempts",
+                 [] if most <= FLOW_LIMIT else [f"{most} flaky attempts ACTIVE at once"])
+
+
+def check_flow_released(seen: Observed) -> Check:
+    """Every flow slot released and no attempt left waiting, at quiescence."""
+    slots, waiting = seen.record.flow_left
+    ok = slots == 0 and waiting == 0
+    return Check("flow slots released", ok, f"{slots} slots held, {waiting} waiting",
+                 [] if ok else [f"{slots} slots and {waiting} waits left after quiescence"])
 
 
 def expected_events(record: Record) -> Counter[EventKey]:

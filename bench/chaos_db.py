@@ -170,15 +170,19 @@ class Record:
     runs: list[tuple[Any, ...]]  # id, job id, job name, state, scheduled_for
     task_runs: list[tuple[Any, ...]]  # run id, name, state, attempt, worker
     journal: list[tuple[Any, ...]]  # run id, task, attempt, at, from, to, reason
+    # Flow control's rows left at quiescence: slots held, attempts waiting (issue 16).
+    flow_left: tuple[int, int] = (0, 0)
 
 
 def read_record(url: str) -> Record:
-    """The runs, task runs and journal; raises when the database cannot be read."""
+    """The runs, task runs, journal and flow rows; raises when the database cannot be read."""
     runs = query(url, "SELECT r.id::text, r.job_id::text, j.name, r.state, r.scheduled_for "
                       "FROM runs r JOIN jobs j ON j.id = r.job_id")
     task_runs = query(url, "SELECT run_id::text, name, state, attempt, worker FROM task_runs")
     journal = query(url, "SELECT run_id::text, task, attempt, at, from_state, to_state, reason "
                          "FROM journal ORDER BY id")
-    if runs is None or task_runs is None or journal is None:
+    flow = query(url, "SELECT (SELECT count(*) FROM flow_slots), "
+                      "(SELECT count(*) FROM flow_waiters)")
+    if runs is None or task_runs is None or journal is None or not flow:
         raise RuntimeError("the database cannot be read after quiescence")
-    return Record(runs, task_runs, journal)
+    return Record(runs, task_runs, journal, (int(flow[0][0]), int(flow[0][1])))

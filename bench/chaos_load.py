@@ -29,6 +29,10 @@ RECORD = (
     'echo "end $RUN_ID $TASK_NAME $ATTEMPT $IDEMPOTENCY_KEY $$ $(date +%s.%N) $rc" '
     '>> "$CHAOS_LOG"; exit $rc'
 )
+# Flow control (issue 16): every DAG job's flaky task holds this key, so the load keeps it
+# full; the checks hold the ACTIVE intervals to its limit and every slot to be released.
+FLOW_KEY = "chaos-flaky"
+FLOW_LIMIT = 2
 CRON_PREFIX = "chaos-cron-"
 DAG_PREFIX = "chaos-dag-"
 STORM_PREFIX = "chaos-storm-"
@@ -65,8 +69,9 @@ def dag_job(index: int, rng: random.Random, ctx: TaskContextSpec) -> dict[str, A
         shell_task("prepare", ctx, next_=["slow", "fast", "flaky"]),
         shell_task("slow", ctx, sleep_s=slow, next_=["join"]),
         shell_task("fast", ctx, next_=["join"]),
-        shell_task("flaky", ctx, sleep_s=0.5, fail_until=rng.choice([0, 1]), retries=2,
-                   next_=["join"]),
+        {**shell_task("flaky", ctx, sleep_s=0.5, fail_until=rng.choice([0, 1]), retries=2,
+                      next_=["join"]),
+         "concurrency": [{"key": FLOW_KEY, "limit": FLOW_LIMIT}]},
         shell_task("join", ctx, next_=["report"]),
         shell_task("report", ctx),
     ]

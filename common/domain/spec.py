@@ -24,6 +24,7 @@ from pydantic import (
 )
 
 from common.domain.builtin_params import check_params
+from common.domain.flow_spec import ConcurrencySpec, FlowNeeds, RateSpec, TaskContext, needs
 from common.domain.graph import Graph, GraphError
 from common.domain.webservice import WebServiceSettings
 
@@ -92,7 +93,11 @@ class TaskSpec(Strict):
     retries: int | None = Field(default=None, ge=0, le=100)
     retry_backoff: NotNegative | None = None
     confirm: bool = False
+    # 9 goes first, 0 last (issue 16): the order in which held READY tasks start.
     priority: int | None = Field(default=None, ge=0, le=9)
+    # Flow control (issue 16, ``common.domain.flow_spec``); None takes the job's default.
+    concurrency: list[ConcurrencySpec] | None = Field(default=None, max_length=8)
+    rate: RateSpec | None = None
 
     @field_validator("type")
     @classmethod
@@ -120,6 +125,8 @@ class TaskDefaults(Strict):
     retries: int = Field(default=0, ge=0, le=100)
     retry_backoff: NotNegative = Field(default=timedelta(seconds=1),
                                        json_schema_extra={"default": 1})
+    concurrency: list[ConcurrencySpec] = Field(default_factory=list, max_length=8)
+    rate: RateSpec | None = None
 
 
 class Schedule(Strict):
@@ -178,6 +185,24 @@ class JobSpec(Strict):
     def _graph_is_valid(self) -> JobSpec:
         check_graph(self.tasks)
         return self
+
+    @model_validator(mode="after")
+    def _flow_keys_render(self) -> JobSpec:
+        """Every concurrency and rate key names variables the task has (issue 16)."""
+        for task in self.tasks:
+            try:
+                self.flow_needs(task)
+            except ValueError as error:
+                raise ValueError(f"task {task.name!r}: {error}") from None
+        return self
+
+    def flow_needs(self, task: TaskSpec) -> FlowNeeds:
+        """The task's concurrency keys and rate, its own or the job's defaults, rendered."""
+        context = TaskContext(job=self.name, tenant=self.tenant, type=task.type,
+                              task=task.name, params=task.params, job_params=self.params)
+        defaults = self.task_defaults
+        concurrency = defaults.concurrency if task.concurrency is None else task.concurrency
+        return needs(concurrency, task.rate or defaults.rate, context)
 
     def graph(self) -> Graph:
         """Build the task graph of this spec."""

@@ -122,6 +122,9 @@ class Task(Base):
     # (engine, params with the url, sealed headers), worked out when the job is written
     # (``scheduler.services.task_binding``).
     binding: Mapped[Json | None] = mapped_column(JSONB(none_as_null=True), nullable=True)
+    # Flow control (issue 16): the task's concurrency keys with their limits and its
+    # rate, rendered when the job is written (``common.domain.flow_spec.FlowNeeds``).
+    flow: Mapped[Json | None] = mapped_column(JSONB(none_as_null=True), nullable=True)
 
     __table_args__ = (UniqueConstraint("job_id", "name"),)
 
@@ -226,6 +229,9 @@ class TaskRun(Base):
     # The current attempt is completed by someone else (a web service, a post-back): it
     # holds no lease, only ``deadline_at`` (its timeout, renewed by each detached report).
     detached: Mapped[bool] = mapped_column(Boolean, default=False, server_default=text("false"))
+    # A READY attempt flow control holds back: why (``concurrency key:db-eu 2/2``); None
+    # once it is dispatched (issue 16).
+    waiting_for: Mapped[str | None] = mapped_column(String(300), nullable=True)
 
     __table_args__ = (
         UniqueConstraint("run_id", "name"),
@@ -474,3 +480,75 @@ class DeliveryAttempt(Base):
     duration_ms: Mapped[float] = mapped_column(Float)
     status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     error: Mapped[str] = mapped_column(Text, default="")
+
+
+class FlowLimit(Base):
+    """A limit an operator set on a key (``stellwerk limit set``), or a tenant's weight.
+
+    Keys: ``type:NAME`` (active attempts of a task type), ``tenant:NAME`` (active
+    attempts of a tenant; ``weight`` its share of turns), or any ``key:``/``rate:`` key
+    a task names, whose limit this overrides (issue 16).
+    """
+
+    __tablename__ = "flow_limits"
+
+    key: Mapped[str] = mapped_column(String(210), primary_key=True)
+    limit: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    per_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    weight: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(server_default=func.now())
+
+
+class FlowSlot(Base):
+    """One attempt holding one key: a key's usage is the count of its rows.
+
+    Deleted with the attempt's end, in the transaction that ends it; the task run's
+    deletion (retention, a deleted job) takes it too.
+    """
+
+    __tablename__ = "flow_slots"
+
+    key: Mapped[str] = mapped_column(String(210), primary_key=True)
+    task_run_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("task_runs.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    attempt: Mapped[int] = mapped_column(Integer)
+    tenant: Mapped[str] = mapped_column(String(200))
+    at: Mapped[datetime]
+
+
+class FlowWaiter(Base):
+    """A READY attempt waiting for one of its keys, in the order it may start."""
+
+    __tablename__ = "flow_waiters"
+
+    key: Mapped[str] = mapped_column(String(210), primary_key=True)
+    task_run_id: Mapped[uuid.UUID] = mapped_column(
+        ForeignKey("task_runs.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    run_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    task: Mapped[str] = mapped_column(String(200))
+    attempt: Mapped[int] = mapped_column(Integer)
+    tenant: Mapped[str] = mapped_column(String(200))
+    priority: Mapped[int] = mapped_column(Integer)
+    # The limit the task states for this key (a spec's ``concurrency`` or ``rate``).
+    stated_limit: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    stated_per_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    seq: Mapped[int] = mapped_column(BigInteger, Identity())
+    since: Mapped[datetime]
+
+    __table_args__ = (
+        Index("ix_flow_waiters_order", "key", "tenant", text("priority DESC"), "seq"),
+    )
+
+
+class FlowStart(Base):
+    """A start on a rated key: a rate's usage is the count of them in its window."""
+
+    __tablename__ = "flow_starts"
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
+    key: Mapped[str] = mapped_column(String(210))
+    at: Mapped[datetime]
+
+    __table_args__ = (Index("ix_flow_starts_key_at", "key", "at"),)

@@ -105,7 +105,7 @@ LOAD_JOBS = ("SELECT id, version, name, type, application, tenant, params, secur
              "spec FROM jobs WHERE id = ANY(%s)")
 
 LOAD_TASKS = ("SELECT job_id, id, name, type, params, secure_params, timeout_s, retries, "
-              "retry_backoff_s, confirm, binding FROM tasks WHERE job_id = ANY(%s) "
+              "retry_backoff_s, confirm, binding, priority, flow FROM tasks WHERE job_id = ANY(%s) "
               "ORDER BY job_id, position")
 
 LOAD_EDGES = "SELECT job_id, from_task, to_task FROM task_edges WHERE job_id = ANY(%s)"
@@ -230,4 +230,102 @@ INSERT_FIRES = (
     "INSERT INTO fires (job_id, fire_at, outcome, trigger, reason, run_id, recorded_at) "
     "SELECT * FROM unnest(%b::uuid[], %b::timestamptz[], %b::text[], %b::text[], %b::text[], "
     "%b::uuid[], %b::timestamptz[]) ON CONFLICT DO NOTHING RETURNING job_id, fire_at"
+)
+
+
+# ---- Flow control (issue 16): scheduler.services.flow_admission ----
+
+READ_FLOW_LIMITS = 'SELECT key, "limit", per_s, weight FROM flow_limits'
+
+# One lock per key, taken in key order, held to the commit: admissions on a key happen
+# one transaction at a time, whichever engine or beat runs them.
+LOCK_FLOW_KEYS = (
+    "SELECT pg_advisory_xact_lock(hashtextextended(k, 16)) "
+    "FROM unnest(%s::text[]) AS k ORDER BY k"
+)
+
+# A candidate's keys beyond those locked: taken if free now, else it waits for a pass
+# that holds them (never a wait, so never a deadlock between two passes).
+TRY_LOCK_FLOW_KEY = "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 16))"
+
+# A held attempt keeps the place it first took (``seq``) when it is held again.
+INSERT_FLOW_WAITERS = (
+    "INSERT INTO flow_waiters (key, task_run_id, run_id, task, attempt, tenant, priority, "
+    "stated_limit, stated_per_s, since) "
+    "SELECT * FROM unnest(%b::text[], %b::uuid[], %b::uuid[], %b::text[], %b::int[], "
+    "%b::text[], %b::int[], %b::int[], %b::float8[], %b::timestamptz[]) "
+    "ON CONFLICT (key, task_run_id) DO NOTHING"
+)
+
+# The slots an attempt holds (rate keys too: they mark it admitted).
+HELD_FLOW_SLOTS = "SELECT task_run_id, attempt, key FROM flow_slots WHERE task_run_id = ANY(%s)"
+
+RELEASE_FLOW_SLOTS = (
+    "DELETE FROM flow_slots WHERE task_run_id = ANY(%s) RETURNING key"
+)
+
+FORGET_FLOW_WAITERS = (
+    "DELETE FROM flow_waiters WHERE task_run_id = ANY(%s) RETURNING key"
+)
+
+FLOW_KEY_USAGE = (
+    "SELECT key, count(*) FROM flow_slots WHERE key = ANY(%s) GROUP BY key"
+)
+
+FLOW_TENANT_USAGE = (
+    "SELECT tenant, count(*) FROM flow_slots WHERE key = ANY(%s) GROUP BY tenant"
+)
+
+FLOW_RATE_USAGE = (
+    "SELECT r.key, (SELECT count(*) FROM flow_starts AS s WHERE s.key = r.key "
+    "  AND s.at > %s::timestamptz - make_interval(secs => r.per)) "
+    "FROM unnest(%s::text[], %s::float8[]) AS r(key, per)"
+)
+
+# The first waiters of every tenant on each key, in the order they may start.
+FLOW_CANDIDATES = (
+    "SELECT w.key, w.task_run_id, w.run_id, w.task, w.attempt, w.tenant, w.priority, w.seq "
+    "FROM (SELECT DISTINCT key, tenant FROM flow_waiters WHERE key = ANY(%s)) AS t "
+    "CROSS JOIN LATERAL (SELECT * FROM flow_waiters AS f WHERE f.key = t.key "
+    "  AND f.tenant = t.tenant ORDER BY f.priority DESC, f.seq LIMIT %s) AS w"
+)
+
+FLOW_CANDIDATE_KEYS = (
+    "SELECT task_run_id, key, stated_limit, stated_per_s FROM flow_waiters "
+    "WHERE task_run_id = ANY(%s)"
+)
+
+INSERT_FLOW_SLOTS = (
+    "INSERT INTO flow_slots (key, task_run_id, attempt, tenant, at) "
+    "SELECT * FROM unnest(%b::text[], %b::uuid[], %b::int[], %b::text[], %b::timestamptz[]) "
+    "ON CONFLICT DO NOTHING"
+)
+
+INSERT_FLOW_STARTS = (
+    "INSERT INTO flow_starts (key, at) SELECT * FROM unnest(%b::text[], %b::timestamptz[])"
+)
+
+WAITING_FLOW_KEYS = "SELECT DISTINCT key FROM flow_waiters"
+
+PRUNE_FLOW_STARTS = "DELETE FROM flow_starts WHERE at < %s"
+
+# ---- Flow control's repair on engine start: scheduler.engine.repair ----
+
+# Slots of attempts no longer in flight (READY or ACTIVE), waits of attempts no longer
+# READY: what a bug or a manual change could leave; every end releases its own.
+REPAIR_FLOW_SLOTS = (
+    "DELETE FROM flow_slots AS s USING task_runs AS t WHERE t.id = s.task_run_id "
+    "AND (t.state NOT IN ('READY', 'ACTIVE') OR t.attempt <> s.attempt)"
+)
+
+REPAIR_FLOW_WAITERS = (
+    "DELETE FROM flow_waiters AS w USING task_runs AS t WHERE t.id = w.task_run_id "
+    "AND (t.state <> 'READY' OR t.attempt <> w.attempt)"
+)
+
+# Held attempts with no wait recorded: sent through the gate again.
+UNRECORDED_HELD = (
+    "SELECT t.run_id, t.name, t.attempt FROM task_runs AS t WHERE t.state = 'READY' "
+    "AND t.waiting_for IS NOT NULL "
+    "AND NOT EXISTS (SELECT FROM flow_waiters AS w WHERE w.task_run_id = t.id)"
 )

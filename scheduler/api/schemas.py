@@ -169,7 +169,8 @@ class TaskRunPublic(Public):
     finished_at: datetime | None
     waiting_for: str | None = Field(
         default=None, description="Why a READY task has not started, when known "
-        "(e.g. \"no worker serves type 'render'\").",
+        "(e.g. \"concurrency db-eu 2/2\", \"rate github 100/60s\", "
+        "\"no worker serves type 'render'\").",
     )
 
 
@@ -204,7 +205,9 @@ class RunPublic(RunSummaryPublic):
         tasks = []
         for task_run in detail.tasks:
             public = TaskRunPublic.model_validate(task_run)
-            public.waiting_for = waiting_for(
+            # Flow control says why it holds a task (issue 16); else, perhaps, no worker.
+            held = task_run.waiting_for if task_run.state == "READY" else None
+            public.waiting_for = held or waiting_for(
                 task_run.state, task_run.type, detail.bindings.get(task_run.id), served
             )
             tasks.append(public)

@@ -18,6 +18,7 @@ from common.persistence.db import make_engine, make_sessions
 from common.persistence.outbox import OutboxRelay
 from scheduler.beat import duties, lateness, suspension
 from scheduler.beat.attempts import ExpiredLeases, LostClaims
+from scheduler.beat.flow import AdmitWaiting
 from scheduler.beat.retention import Retention
 from scheduler.beat.ticker import Chore, Duty, Ticker
 from scheduler.service import configure_logging, run_until_signalled
@@ -46,7 +47,7 @@ def chores(sessions: sessionmaker[Session], settings: Settings) -> list[Chore]:
 
 
 def watch_duties(client: redis.Redis, settings: Settings) -> list[Duty]:
-    """Lost workers' attempts, task timeouts, suspension and late runs."""
+    """Lost workers' attempts, task timeouts, suspension, late runs, flow control."""
     holders = ClaimHolders(client)
 
     def epoch_age() -> timedelta:
@@ -56,6 +57,7 @@ def watch_duties(client: redis.Redis, settings: Settings) -> list[Duty]:
         ExpiredLeases(holders, settings.lease_ttl, epoch_age),
         LostClaims(holders, settings.lease_ttl, epoch_age), duties.time_out_attempts,
         suspension.suspend_due_runs, suspension.resume_due_runs, lateness.announce_late_runs,
+        AdmitWaiting(),
     ]
 
 

@@ -14,6 +14,7 @@ from scheduler.cli import (
     health,
     history,
     jobs,
+    limits,
     prune,
     runs,
     tokens,
@@ -38,6 +39,7 @@ def build_app() -> typer.Typer:
     history.register(app)
     control.register(app)
     tokens.register(app)
+    limits.register(app)
     prune.register(app)
     return app
 

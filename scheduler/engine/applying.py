@@ -30,8 +30,10 @@ from common.domain.machine import advance
 from common.domain.snapshot import Transition
 from common.messaging.messages import TaskResult
 from common.messaging.publisher import Outgoing
+from common.persistence.db import driver
 from common.persistence.outbox import OutboxRelay
 from scheduler.engine.changes import ChangeSet
+from scheduler.engine.flow_gate import FlowGate
 from scheduler.engine.loading import RunLoader, RunRecord
 from scheduler.engine.stopper import Stopper
 from scheduler.engine.writer import write
@@ -51,9 +53,12 @@ class Written:
 class Applying:
     """The changes of one transaction to the runs it locked, written once at the end."""
 
-    def __init__(self, now: datetime, lease_ttl: timedelta, actor: str = "engine") -> None:
+    def __init__(
+        self, now: datetime, lease_ttl: timedelta, flow: FlowGate, actor: str = "engine"
+    ) -> None:
         """``actor`` is who the journal names: the engine, or a person, or a reporter."""
         self._changes = ChangeSet(now, lease_ttl, actor=actor)
+        self._flow = flow
 
     @property
     def now(self) -> datetime:
@@ -80,7 +85,11 @@ class Applying:
     def write(
         self, session: Session, runs: Sequence[RunRecord], published: Sequence[int] = ()
     ) -> Written:
-        """Write every row (bumping each locked run's version) and forget ``published``."""
+        """Write every row (bumping each locked run's version) and forget ``published``.
+
+        Flow control first holds back what may not start yet (``flow_gate``).
+        """
+        self._flow.check(driver(session), self._changes, runs)
         messages = self._changes.dispatch_messages()
         outbox_ids = write(session, list(runs), self._changes.rows(), messages, list(published))
         return Written(outbox_ids, messages, list(self._changes.stops))
@@ -97,8 +106,10 @@ class RunWriter:
     def __init__(
         self, sessions: sessionmaker[Session], loader: RunLoader, relay: OutboxRelay,
         stopper: Stopper, *, lease_ttl: timedelta, clock: Callable[[], datetime],
+        flow: FlowGate | None = None,
     ) -> None:
         self._sessions = sessions
+        self._flow = flow or FlowGate()
         self._loader = loader
         self._relay = relay
         self._stopper = stopper
@@ -107,7 +118,7 @@ class RunWriter:
 
     def applying(self, actor: str) -> Applying:
         """A unit of work on runs, now, in the journal's name of ``actor``."""
-        return Applying(self._clock(), self._lease_ttl, actor=actor)
+        return Applying(self._clock(), self._lease_ttl, self._flow, actor=actor)
 
     def after_commit(self, written: Written) -> None:
         """Relay what was written and tell attempts to stop."""

@@ -24,6 +24,7 @@ from common.messaging.holdings import is_outcome
 from common.messaging.messages import Activation, TaskResult
 from common.persistence.outbox import OutboxRelay, forget_published
 from scheduler.engine.applying import Applying
+from scheduler.engine.flow_gate import FlowGate
 from scheduler.engine.incoming import Incoming, activation_event, result_event
 from scheduler.engine.loading import RunLoader, RunRecord
 
@@ -51,9 +52,10 @@ class BatchApplier:
 
     def __init__(
         self, sessions: sessionmaker[Session], loader: RunLoader, relay: OutboxRelay,
-        lease_ttl: timedelta, clock: Callable[[], datetime],
+        lease_ttl: timedelta, clock: Callable[[], datetime], *, flow: FlowGate | None = None,
     ) -> None:
         self._sessions = sessions
+        self._flow = flow or FlowGate()
         self._loader = loader
         self._relay = relay
         self._lease_ttl = lease_ttl
@@ -73,7 +75,7 @@ class BatchApplier:
                     session, [m.message_id for m in batch], {m.run_id for m in batch},
                 )
                 todo = [m for m in batch if m.message_id in fresh]
-                applying = Applying(self._clock(), self._lease_ttl)
+                applying = Applying(self._clock(), self._lease_ttl, self._flow)
                 for message in todo:
                     self._apply_one(records.get(message.run_id), message, applying)
                 written = applying.write(session, list(records.values()), self._published)

@@ -39,11 +39,15 @@ from scheduler.engine.rows import (
     detached,
     entered,
     lease_renewed,
+    released,
     retry_scheduled,
 )
+from scheduler.engine.rows import held as held_back
 
 T = TaskState
 R = RunState
+# An attempt holds its flow slots from its dispatch (READY) to its end.
+IN_FLIGHT = frozenset({T.READY, T.ACTIVE})
 RUN_EVENTS = {
     R.CONFIRM: "run.confirm", R.PAUSED: "run.paused", R.COMPLETED: "run.completed",
     R.FAILED: "run.failed", R.TIMEOUT: "run.timeout", R.CANCELED: "run.canceled",
@@ -79,6 +83,10 @@ class ChangeSet:
     dispatches: list[tuple[RunRecord, Dispatch]] = field(default_factory=list)
     stops: list[str] = field(default_factory=list)
     successes: dict[uuid.UUID, tuple[datetime, datetime]] = field(default_factory=dict)
+    # Attempts that left flight (READY or ACTIVE), whose flow slots are freed (issue 16).
+    ended: list[tuple[RunRecord, str]] = field(default_factory=list)
+    # Messages besides the dispatches: ``redeliver`` signals of attempts flow control let go.
+    signals: list[Outgoing] = field(default_factory=list)
     # Who the journal names: the engine, or the person whose action the API applied.
     actor: str = "engine"
 
@@ -119,6 +127,33 @@ class ChangeSet:
         elif task not in run.detached and run.snapshot.tasks[task].state == T.ACTIVE:
             self._update(task_id, lease_renewed(renewed_lease(self._clock)))
 
+    def hold(self, held: dict[uuid.UUID, str], gated: set[uuid.UUID]) -> None:
+        """Flow control's answer: ``held`` attempts wait (why), the rest of ``gated`` go."""
+        kept = []
+        for run, effect in self.dispatches:
+            task_id = run.task_run_ids[effect.task]
+            if task_id in held:
+                self._update(task_id, held_back(held[task_id]))
+                continue
+            if task_id in gated:
+                self._update(task_id, self._released(run, effect.task))
+            kept.append((run, effect))
+        self.dispatches = kept
+
+    def dispatch_admitted(self, run: RunRecord, effect: Dispatch) -> None:
+        """Send an attempt flow control held before and has now let go."""
+        self.dispatches.append((run, effect))
+        self._update(run.task_run_ids[effect.task], self._released(run, effect.task))
+
+    def _released(self, run: RunRecord, task: str) -> TaskRunUpdate:
+        """A dispatch flow control let through: its claim is checked a lease from now.
+
+        A held attempt had no claim check (no message of it was sent); without one a
+        dispatch lost with Redis would leave it READY for good.
+        """
+        timers = attempt_timers(T.READY, self._clock, timeout=_timeout(run, task))
+        return released(timers)
+
     def rows(self) -> Rows:
         """Every row built so far, for the writer."""
         events = [event for run_events in self.events.values() for event in run_events]
@@ -137,6 +172,8 @@ class ChangeSet:
         task_id = run.task_run_ids[change.task]
         if change.new in (T.READY, T.WAITING):
             run.detached.discard(change.task)  # a new attempt starts attached
+        if change.old in IN_FLIGHT and (change.new not in IN_FLIGHT or change.new == T.READY):
+            self.ended.append((run, change.task))
         update = _entered(change, result, self.now)
         is_detached = change.new == T.ACTIVE and change.task in run.detached
         if is_detached:
@@ -191,13 +228,13 @@ class ChangeSet:
         )
 
     def dispatch_messages(self) -> list[Outgoing]:
-        """The outbox messages of the batch's dispatch effects, in order.
+        """The outbox messages of the batch: its signals, then its dispatches in order.
 
         A dispatch carries the job storage: as a result of this batch saved it, or as
         the run's lock query read it.
         """
         known = dict(self.storage)
-        messages = []
+        messages = list(self.signals)
         for run, effect in self.dispatches:
             if run.job.id not in known:
                 known[run.job.id] = run.stored_storage()

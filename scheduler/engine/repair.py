@@ -47,8 +47,10 @@ from common.messaging.liveness import LIVENESS_REFRESH
 from common.messaging.messages import Signal
 from common.messaging.signals import activation
 from common.outage import Outage
+from common.persistence.db import driver
 from common.persistence.models import Run, TaskRun
 from common.persistence.outbox import OutboxRelay, enqueue
+from common.persistence.queries import REPAIR_FLOW_SLOTS, REPAIR_FLOW_WAITERS, UNRECORDED_HELD
 from common.unreachable import outage_wait
 
 log = logging.getLogger(__name__)
@@ -69,12 +71,23 @@ def resend_lost(
     claims = ClaimHolders(client)
     with sessions.begin() as session:
         ids = settle_stopping_runs(session) + redeliver_unclaimed(session, claims)
+        ids += repair_flow(session)
         ids += resend_marked_signals(session, clock())
         stopping = attempts_to_stop(session)
     sent = relay.relay_ids(ids)
     stop_attempts(stopping)
     log.info("repair: %d signals sent, %d attempts told to stop again", len(ids), len(stopping))
     return sent
+
+
+def repair_flow(session: Session) -> list[int]:
+    """Free leaked flow slots and waits; send held attempts with no wait through again."""
+    conn = driver(session)
+    conn.execute(REPAIR_FLOW_SLOTS)
+    conn.execute(REPAIR_FLOW_WAITERS)
+    rows = conn.execute(UNRECORDED_HELD).fetchall()
+    return enqueue(session, [activation(run_id, "redeliver", name, attempt)
+                             for run_id, name, attempt in rows])
 
 
 def settle_stopping_runs(session: Session) -> list[int]:
@@ -85,9 +98,12 @@ def settle_stopping_runs(session: Session) -> list[int]:
 
 
 def redeliver_unclaimed(session: Session, claims: ClaimHolders) -> list[int]:
-    """``redeliver`` for READY attempts whose claim nobody holds."""
+    """``redeliver`` for READY attempts whose claim nobody holds.
+
+    Not those flow control holds: no message of theirs was sent (``repair_flow``).
+    """
     query = select(TaskRun.id, TaskRun.run_id, TaskRun.name, TaskRun.attempt).where(
-        TaskRun.state == TaskState.READY.value
+        TaskRun.state == TaskState.READY.value, TaskRun.waiting_for.is_(None),
     ).order_by(TaskRun.id)
     rows = session.execute(query).all()
     messages = []

@@ -96,6 +96,7 @@ class TaskRunUpdate(_Update):
     lease_expires_at: datetime | None | Keep = column("timestamptz")
     claim_check_at: datetime | None | Keep = column("timestamptz")
     deadline_at: datetime | None | Keep = column("timestamptz")
+    waiting_for: str | None | Keep = column("text")
 
     def timed(self, timers: AttemptTimers) -> TaskRunUpdate:
         """The same update with the attempt's timers the pure core decided."""
@@ -136,6 +137,7 @@ def entered(
         return TaskRunUpdate(
             state=state.value, attempt=attempt, base=base, started_at=None, finished_at=None,
             worker=None, output=None, message="", retry_at=None, detached=False,
+            waiting_for=None,
         )
     if started is not None:
         return TaskRunUpdate(state=state.value, attempt=attempt, base=base,
@@ -156,6 +158,19 @@ def lease_renewed(lease_expires_at: datetime) -> TaskRunUpdate:
 def detached(timers: AttemptTimers) -> TaskRunUpdate:
     """The attempt is completed elsewhere from now on: no lease, only its deadline."""
     return TaskRunUpdate(detached=True).timed(timers)
+
+
+def held(waiting_for: str) -> TaskRunUpdate:
+    """Flow control holds the READY attempt back: no claim to check until it goes.
+
+    Its ``flow_waiters`` rows are what watches it (the beat admits what waits).
+    """
+    return TaskRunUpdate(waiting_for=waiting_for, claim_check_at=None)
+
+
+def released(timers: AttemptTimers) -> TaskRunUpdate:
+    """A held attempt goes: nothing holds it back, and its claim is checked from now."""
+    return TaskRunUpdate(waiting_for=None).timed(timers)
 
 
 def retry_scheduled(retry_at: datetime) -> TaskRunUpdate:

@@ -13,6 +13,7 @@ from typing import Any
 
 from psycopg import Connection as PgConnection
 
+from common.domain.flow_spec import FlowNeeds
 from common.domain.graph import Graph
 from common.domain.snapshot import TaskInfo
 from common.persistence.queries import LOAD_EDGES, LOAD_JOBS, LOAD_TASKS
@@ -33,6 +34,9 @@ class TaskDef:
     # A task of a registered worker type: where and how its attempts are dispatched
     # (``scheduler.services.task_binding``); None for every other task.
     binding: dict[str, Any] | None = None
+    # 9 first, 0 last; and the keys flow control holds its attempts by (issue 16).
+    priority: int = 5
+    flow: FlowNeeds = FlowNeeds()
 
 
 @dataclass(frozen=True)
@@ -140,4 +144,5 @@ def _task_def(row: Any) -> TaskDef:
         type=task_type, retries=retries, retry_backoff=timedelta(seconds=retry_backoff_s),
         confirm=confirm,
     )
-    return TaskDef(task_id, name, task_type, params, secure, timeout_s, info, binding=row[9])
+    return TaskDef(task_id, name, task_type, params, secure, timeout_s, info, binding=row[9],
+                   priority=row[10], flow=FlowNeeds.from_json(row[11]))

@@ -97,6 +97,7 @@ def _task_spec(
         retries=None if task.retries == defaults.retries else task.retries,
         retry_backoff=None if backoff == defaults.retry_backoff else backoff,
         confirm=task.confirm, priority=None if task.priority == priority else task.priority,
+        **((task.flow or {}).get("own") or {}),
     )
 
 

@@ -130,7 +130,20 @@ def task_row(
         "confirm": task.confirm,
         "priority": spec.priority if task.priority is None else task.priority,
         "binding": None if bound is None else bound.column,
+        "flow": flow_column(task, spec),
     }
+
+
+def flow_column(task: TaskSpec, spec: JobSpec) -> dict[str, Any] | None:
+    """``tasks.flow``: the rendered keys the engine reads, and the task's own settings.
+
+    The own settings (as written, None: the job's default) rebuild the spec on a patch.
+    """
+    own = task.model_dump(mode="json", include={"concurrency", "rate"})
+    needs = spec.flow_needs(task).to_json()
+    if needs is None and not any(own.values()):
+        return None
+    return {**(needs or {}), "own": own}
 
 
 def _seconds(value: timedelta | None, default: timedelta) -> float:

@@ -12,7 +12,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,3 +181,31 @@ def journal(api: httpx.Client, run_id: str) -> list[dict[str, Any]]:
     assert response.status_code == 200, response.text
     body = response.json()
     return list(body["entries"] if isinstance(body, dict) else body)
+
+
+def command(system: System, *args: str) -> list[str]:
+    """The CLI with ``args``, pointed at the system's API with the admin token."""
+    return [sys.executable, "-m", "scheduler.cli.main", *args, "--api-url",
+            system.base.removesuffix("/api/v1"), "--token", ADMIN_TOKEN]
+
+
+def cli(system: System, *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the CLI to its end, as a user at a wide terminal would (whole ids in tables)."""
+    env = {**system.env, "COLUMNS": "200"}
+    return subprocess.run(command(system, *args), env=env, capture_output=True,
+                          text=True, timeout=60, check=False)
+
+
+def wait_run_until(
+    api: httpx.Client, run_id: str, condition: Callable[[dict[str, Any]], bool],
+    timeout_s: float = 30,
+) -> dict[str, Any]:
+    """Poll the run until ``condition`` holds; fail with the last state seen."""
+    end = time.monotonic() + timeout_s
+    run: dict[str, Any] = {}
+    while time.monotonic() < end:
+        run = api.get(f"/runs/{run_id}").json()
+        if condition(run):
+            return run
+        time.sleep(0.05)
+    raise AssertionError(f"run {run_id} never reached the condition: {run}")

@@ -11,23 +11,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .conftest import ADMIN_TOKEN, System, submit, wait_run
+from .conftest import System, cli, command, submit, wait_run
 
 pytestmark = pytest.mark.e2e
 
 TICKING = [sys.executable, "-u", "-c",
            "import time\nfor word in ('one', 'two', 'three'):\n print(word); time.sleep(1.5)"]
 
-
-def command(system: System, *args: str) -> list[str]:
-    return [sys.executable, "-m", "scheduler.cli.main", *args, "--api-url",
-            system.base.removesuffix("/api/v1"), "--token", ADMIN_TOKEN]
-
-
-def cli(system: System, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {**system.env, "COLUMNS": "200"}  # a wide terminal: whole ids in the tables
-    return subprocess.run(command(system, *args), env=env, capture_output=True,
-                          text=True, timeout=60, check=False)
 
 
 def test_runs_lists_a_jobs_runs_newest_first(api: httpx.Client, system: System) -> None:

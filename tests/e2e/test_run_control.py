@@ -16,23 +16,10 @@ import httpx
 import pytest
 
 from .conftest import ADMIN_TOKEN, System, journal, submit, tasks_by_name, wait_run
+from .conftest import wait_run_until as wait_for
 
 pytestmark = pytest.mark.e2e
 Run = dict[str, Any]
-
-
-def wait_for(
-    api: httpx.Client, run_id: str, condition: Callable[[Run], bool], timeout_s: float = 30
-) -> Run:
-    """Poll the run until ``condition`` holds; fail with the last state seen."""
-    end = time.monotonic() + timeout_s
-    run: Run = {}
-    while time.monotonic() < end:
-        run = api.get(f"/runs/{run_id}").json()
-        if condition(run):
-            return run
-        time.sleep(0.05)
-    raise AssertionError(f"run {run_id} never reached the condition: {run}")
 
 
 def in_state(state: str) -> Callable[[Run], bool]:

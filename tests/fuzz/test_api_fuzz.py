@@ -35,8 +35,12 @@ UNSTATABLE = {
     ("body", "expires_at"): "must lie in the future: relative to the request's time",
     ("body", "selector"): "names a job that must exist",
     ("body", "schedule", "cron"): "a cron expression's grammar (docs/job-spec.md)",
+    ("body", "weight"): "a weight is a tenant's: it depends on the key in the path",
+    ("body", "per"): "a window is a rate's: it depends on the key in the path",
     ("body",): "graph rules (each `next` names a task of the job, no cycle; YAML text "
-               "that is a mapping): they relate values, a schema constrains each alone",
+               "that is a mapping), flow keys' variables (a `{params.NAME}` the task "
+               "has), a limit or a weight: they relate values, a schema constrains each "
+               "alone",
 }
 # A URL the egress policy refuses (``http://0``, ``http://10.0.0.1``): it depends on
 # ``STELLWERK_EGRESS_ALLOW``, which no published schema can know (issue 14).

@@ -13,6 +13,7 @@ from scheduler.api.routes import (
     health,
     job_specs,
     jobs,
+    limits,
     metrics,
     postback,
     processors,
@@ -57,7 +58,7 @@ def api_router() -> APIRouter:
     )
     for module in (jobs, runs, processors, schedules, tokens, metrics, subscriptions, events):
         protected.include_router(module.router)
-    for module in (postback, worker_types, retention):
+    for module in (postback, worker_types, retention, limits):
         protected.include_router(module.router)
     for module in (whoami, job_specs):  # the web UI's helpers
         protected.include_router(module.router)

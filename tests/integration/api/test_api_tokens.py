@@ -275,7 +275,7 @@ def _operations(client: TestClient) -> list[tuple[str, str]]:
 def _filled(path: str, ids: dict[str, str]) -> str:
     return path.format(**{name: ids.get(name, str(uuid.UUID(int=3))) for name in
                           ("job_id", "run_id", "task", "token_id", "subscription_id",
-                           "name")})
+                           "name")}, key="type:audited")
 
 
 def test_every_route_refuses_a_token_without_its_scope(client: TestClient) -> None:

@@ -1,0 +1,139 @@
+"""Flow control's cost and fairness (issue 16), on real processes.
+
+One invocation, engine, beat and one worker of ``noop`` tasks (threads x 8) on the same
+servers:
+  (a) a fan-out of N ``noop`` tasks with no limit;
+  (b) the same fan-out with ``concurrency: [{key, limit: 50}]`` on every task;
+  pairs of (a) and (b) alternate, and the ratio b/a of their tasks/s is printed with
+  the engine's CPU per task of each (the difference is the cost of the limit check);
+  (c) fairness: tenant A submits a fan-out of 5,000 tasks on a key limited to 50, then
+  tenant B 20 tasks on the same key: B's start waits (from its submit) p50/p99, and how
+  much of A's backlog had started when B's last task started (target: under half).
+
+    .venv/bin/python bench/flow.py [--tasks 10000] [--pairs 2] [--limit 50]
+
+Servers: ``STELLWERK_BENCH_DATABASE_URL`` / ``STELLWERK_BENCH_REDIS_URL`` or embedded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import redis
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.harness import percentile, servers, wait_for  # noqa: E402
+from bench.processes import Processes, start_stellwerk  # noqa: E402
+from common.domain.spec import JobSpec  # noqa: E402
+from common.messaging.publisher import Publisher  # noqa: E402
+from common.persistence.db import make_engine, make_sessions  # noqa: E402
+from common.persistence.outbox import OutboxRelay  # noqa: E402
+from scheduler.services.jobs import create_job  # noqa: E402
+
+
+def fan_spec(n: int, tenant: str = "", **flow: Any) -> JobSpec:
+    tasks: list[dict[str, Any]] = [
+        {"name": "start", "type": "noop", "next": [f"t{i}" for i in range(n)]}]
+    tasks += [{"name": f"t{i}", "type": "noop", "next": ["join"], **flow} for i in range(n)]
+    tasks.append({"name": "join", "type": "noop"})
+    name = f"fan-{n}-{uuid.uuid4().hex[:6]}"
+    return JobSpec.model_validate({"name": name, "tenant": tenant, "tasks": tasks})
+
+
+class Bench:
+    """Submits jobs and watches their runs on the benchmark's servers."""
+
+    def __init__(self, database_url: str, redis_url: str) -> None:
+        self.database_url = database_url
+        self.sessions = make_sessions(make_engine(database_url))
+        self.relay = OutboxRelay(self.sessions, Publisher(redis.Redis.from_url(redis_url)))
+
+    def submit(self, spec: JobSpec) -> uuid.UUID:
+        with self.sessions.begin() as session:
+            created = create_job(session, spec, datetime.now(UTC))
+        self.relay.relay_ids(created.outbox_ids)
+        assert created.run_id is not None
+        return created.run_id
+
+    def wait(self, run_id: uuid.UUID, timeout_s: float) -> None:
+        with psycopg.connect(self.database_url, autocommit=True) as conn:
+            def done() -> bool:
+                row = conn.execute("select state from runs where id = %s", (run_id,)).fetchone()
+                if row and row[0] in ("FAILED", "CANCELED", "TIMEOUT"):
+                    raise RuntimeError(f"run ended {row[0]}")
+                return bool(row and row[0] == "COMPLETED")
+
+            wait_for(done, timeout_s, f"run {run_id} did not complete")
+
+    def starts(self, run_id: uuid.UUID) -> list[datetime]:
+        with psycopg.connect(self.database_url) as conn:
+            rows = conn.execute("select started_at from task_runs where run_id = %s "
+                                "and name like 't%%' order by started_at", (run_id,))
+            return [row[0] for row in rows]
+
+
+def fan_out(bench: Bench, procs: Processes, spec: JobSpec) -> tuple[float, float]:
+    """Tasks/s of one fan-out run and the engine's CPU ms per task."""
+    n = len(spec.tasks)
+    before = procs.cpu_seconds()["engine"]
+    start = time.perf_counter()
+    bench.wait(bench.submit(spec), 1800)
+    elapsed = time.perf_counter() - start
+    return n / elapsed, 1000 * (procs.cpu_seconds()["engine"] - before) / n
+
+
+def fairness(bench: Bench, limit: int) -> None:
+    key = f"shared-{uuid.uuid4().hex[:6]}"
+    flow = {"concurrency": [{"key": key, "limit": limit}]}
+    big = bench.submit(fan_spec(5000, "tenant-a", **flow))
+    time.sleep(1.0)  # A's backlog is waiting when B comes
+    submitted = datetime.now(UTC)
+    small = bench.submit(fan_spec(20, "tenant-b", **flow))
+    bench.wait(small, 600)
+    b_starts = bench.starts(small)
+    last_b = max(b_starts)
+    a_started = sum(1 for at in bench.starts(big) if at is not None and at <= last_b)
+    waits = [(at - submitted).total_seconds() * 1000 for at in b_starts]
+    bench.wait(big, 1800)
+    print(f"fairness: tenant B's 20 tasks started {percentile(waits, 50):.0f} ms (p50) / "
+          f"{percentile(waits, 99):.0f} ms (p99) after their submit; tenant A had "
+          f"{a_started} of 5000 started by then ({100 * a_started / 5000:.1f}%, target < 50%)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tasks", type=int, default=10_000)
+    parser.add_argument("--pairs", type=int, default=2)
+    parser.add_argument("--limit", type=int, default=50)
+    args = parser.parse_args()
+    with servers() as (database_url, redis_url), Processes() as procs:
+        redis.Redis.from_url(redis_url).flushdb()
+        start_stellwerk(procs, database_url, redis_url)
+        bench = Bench(database_url, redis_url)
+        bench.wait(bench.submit(fan_spec(2)), 120)  # warm-up
+        ratios = []
+        for pair in range(args.pairs):
+            free, free_cpu = fan_out(bench, procs, fan_spec(args.tasks))
+            key = f"bench-{uuid.uuid4().hex[:6]}"
+            limited, limited_cpu = fan_out(bench, procs, fan_spec(
+                args.tasks, concurrency=[{"key": key, "limit": args.limit}]))
+            ratios.append(limited / free)
+            print(f"pair {pair + 1}: no limit {free:.0f} tasks/s (engine {free_cpu:.2f} ms "
+                  f"CPU a task), limit {args.limit}: {limited:.0f} tasks/s (engine "
+                  f"{limited_cpu:.2f} ms); ratio {limited / free:.2f} (target >= 0.8); "
+                  f"limit check {limited_cpu - free_cpu:+.2f} ms engine CPU a task")
+        print(f"ratios: {', '.join(f'{r:.2f}' for r in ratios)}")
+        fairness(bench, args.limit)
+
+
+if __name__ == "__main__":
+    main()

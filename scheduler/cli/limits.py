@@ -1,0 +1,86 @@
+"""``stellwerk limit list|set|delete``: operators' flow limits (issue 16).
+
+stellwerk limit set type:render 10           # at most 10 render attempts at once
+stellwerk limit set rate:github 100 --per 60 # at most 100 starts a minute
+stellwerk limit set tenant:acme 50 --weight 3
+stellwerk limit list
+stellwerk limit delete type:render
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from urllib.parse import quote
+
+import typer
+from rich.console import Console
+
+from scheduler.cli.client import (
+    ApiUrlOption,
+    DataDirOption,
+    TokenOption,
+    api_client,
+    call,
+    resolve_connection,
+)
+from scheduler.cli.errors import reporting_errors
+from scheduler.cli.tables import FittedTable
+
+PANEL = "Client"
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``limit`` group to the app."""
+    group = typer.Typer(help="Concurrency and rate limits, tenants' weights.",
+                        no_args_is_help=True)
+    group.command("list")(reporting_errors(list_))
+    group.command("set")(reporting_errors(set_))
+    group.command("delete")(reporting_errors(delete))
+    app.add_typer(group, name="limit", rich_help_panel=PANEL)
+
+
+def list_(
+    *, api_url: ApiUrlOption = None, token: TokenOption = None, data_dir: DataDirOption = None,
+) -> None:
+    """Every limited key with its limit and what holds or waits for it (GET /limits)."""
+    with api_client(resolve_connection(api_url, token, data_dir)) as http:
+        limits = call(http, "GET", "/limits").get("data") or []
+    table = FittedTable(("key", "limit", "per", "weight", "active", "waiting"),
+                        right=("limit", "per", "weight", "active", "waiting"))
+    for row in limits:
+        table.add_row(str(row["key"]), _shown(row.get("limit")), _shown(row.get("per")),
+                      _shown(row.get("weight")), str(row["active"]), str(row["waiting"]))
+    Console().print(table)
+
+
+def set_(
+    key: Annotated[str, typer.Argument(help="type:NAME, tenant:NAME, key:NAME or rate:NAME.")],
+    limit: Annotated[int | None, typer.Argument(help="Active attempts, or starts per window.")]
+    = None,
+    *,
+    per: Annotated[float | None, typer.Option("--per", help="A rate's window, in seconds.",
+                                               show_default=False)] = None,
+    weight: Annotated[int | None, typer.Option("--weight", help="A tenant's share of turns.",
+                                                show_default=False)] = None,
+    api_url: ApiUrlOption = None, token: TokenOption = None, data_dir: DataDirOption = None,
+) -> None:
+    """Set a key's limit (PUT /limits/KEY); it takes effect within a second."""
+    body: dict[str, Any] = {"limit": limit, "per": per, "weight": weight}
+    with api_client(resolve_connection(api_url, token, data_dir)) as http:
+        row = call(http, "PUT", f"/limits/{quote(key, safe=':')}", body)
+    Console().print(f"{row['key']}: limit {_shown(row.get('limit'))}, "
+                    f"{row['active']} active, {row['waiting']} waiting")
+
+
+def delete(
+    key: Annotated[str, typer.Argument(help="The limited key.")],
+    *, api_url: ApiUrlOption = None, token: TokenOption = None, data_dir: DataDirOption = None,
+) -> None:
+    """Remove a key's limit (DELETE /limits/KEY)."""
+    with api_client(resolve_connection(api_url, token, data_dir)) as http:
+        call(http, "DELETE", f"/limits/{quote(key, safe=':')}")
+    Console().print(f"{key}: limit removed")
+
+
+def _shown(value: object) -> str:
+    return "—" if value is None else f"{value:g}" if isinstance(value, float) else str(value)

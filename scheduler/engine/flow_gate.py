@@ -1,0 +1,140 @@
+"""Flow control in the engine's transaction: hold, release, admit (issue 16).
+
+Between deciding a batch's changes and writing them, :meth:`FlowGate.check` looks at
+the dispatches that need a key (a task's ``concurrency`` or ``rate``, an operator's limit
+on its type or tenant) and the attempts that left flight:
+
+1. the slots of attempts that ended (or were requeued) are released;
+2. a dispatch whose attempt already holds all its keys (admitted earlier, dispatched
+   now by a ``redeliver``) goes; the others wait (``flow_waiters``);
+3. the waiters of every key touched are admitted as far as there is room
+   (``scheduler.services.flow_admission``). An admitted attempt of this batch is
+   dispatched with it, as is one of a run this transaction holds locked; one of another
+   run gets a ``redeliver`` signal, so that the engine that takes it dispatches it
+   under that run's lock;
+4. the dispatches still waiting are held: their READY row says why (``waiting_for``)
+   and no message goes.
+
+A batch whose tasks need no key and with no operator limit costs nothing here but the
+limits' read, at most once a second.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from psycopg import Connection
+
+from common.domain.flow_spec import TENANT, TYPE
+from common.domain.snapshot import Dispatch
+from common.domain.states import TaskState
+from common.domain.worker_types import dispatched_as
+from common.messaging.signals import activation
+from scheduler.engine.changes import ChangeSet
+from scheduler.engine.loading import RunRecord
+from scheduler.services.flow_admission import (
+    KeyNeed,
+    OperatorLimits,
+    Waiter,
+    admit_waiting,
+    hold,
+    holding,
+    release,
+)
+
+LIMITS_TTL = timedelta(seconds=1)
+
+
+@dataclass
+class FlowGate:
+    """One per process: the operators' limits (read at most once a second) and turns."""
+
+    ttl: timedelta = LIMITS_TTL
+    clock: Callable[[], float] = time.monotonic
+    _limits: OperatorLimits = field(default_factory=OperatorLimits)
+    _read_at: float | None = None
+    _turns: dict[str, str] = field(default_factory=dict)
+
+    def check(
+        self, conn: Connection[Any], changes: ChangeSet, runs: Sequence[RunRecord],
+    ) -> None:
+        """Release, hold and admit; change ``changes`` to dispatch only what may go.
+
+        An admitted attempt of a run this transaction holds (``runs``) is dispatched
+        with it; one of another run is sent a ``redeliver``.
+        """
+        limits = self.limits(conn)
+        gated = [(run, d, needs) for run, d in changes.dispatches
+                 if (needs := needs_of(run, d.task, limits))]
+        ended = [run.task_run_ids[task] for run, task in changes.ended
+                 if limits.limits or run.job.tasks[task].flow.concurrency
+                 or run.job.tasks[task].flow.rate]
+        if not gated and not ended:
+            return
+        keys = release(conn, ended)
+        waiting = _waiting(conn, gated)
+        hold(conn, waiting, changes.now)
+        keys |= {need.key for w in waiting for need in w.needs}
+        admission = admit_waiting(conn, keys, limits, changes.now, self._turns)
+        admitted = {a.task_run_id for a in admission.admitted}
+        mine = {w.task_run_id for w in waiting}
+        changes.hold(
+            {w.task_run_id: admission.waiting_for.get(w.task_run_id, "its turn")
+             for w in waiting if w.task_run_id not in admitted},
+            {run.task_run_ids[d.task] for run, d, _ in gated},
+        )
+        locked = {run.id: run for run in runs}
+        for chosen in admission.admitted:
+            if chosen.task_run_id in mine:
+                continue
+            run = locked.get(chosen.run_id)
+            if run is not None and _still_ready(run, chosen.task, chosen.attempt):
+                changes.dispatch_admitted(run, Dispatch(chosen.task, chosen.attempt))
+            else:
+                changes.signals.append(
+                    activation(chosen.run_id, "redeliver", chosen.task, chosen.attempt))
+
+    def limits(self, conn: Connection[Any]) -> OperatorLimits:
+        """The operators' limits, read again once they are a second old."""
+        now = self.clock()
+        if self._read_at is None or now - self._read_at >= self.ttl.total_seconds():
+            self._limits = OperatorLimits.read(conn)
+            self._read_at = now
+        return self._limits
+
+
+def needs_of(run: RunRecord, task: str, limits: OperatorLimits) -> tuple[KeyNeed, ...]:
+    """The keys an attempt of ``task`` must hold: its own, its type's and its tenant's."""
+    definition = run.job.tasks[task]
+    flow = definition.flow
+    needs = [KeyNeed(key, limit) for key, limit in flow.concurrency]
+    if flow.rate is not None:
+        needs.append(KeyNeed(flow.rate[0], flow.rate[1], flow.rate[2]))
+    if limits.limits:
+        kind = TYPE + dispatched_as(definition.type, definition.binding)
+        tenant = TENANT + run.job.tenant
+        needs.extend(KeyNeed(key) for key in (kind, tenant) if key in limits.limits)
+    return tuple(needs)
+
+
+def _waiting(
+    conn: Connection[Any], gated: list[tuple[RunRecord, Dispatch, tuple[KeyNeed, ...]]],
+) -> list[Waiter]:
+    """The gated dispatches whose attempt does not hold all its keys yet."""
+    held = holding(conn, {run.task_run_ids[d.task]: d.attempt for run, d, _ in gated})
+    return [
+        Waiter(run.task_run_ids[d.task], run.id, d.task, d.attempt, run.job.tenant,
+               run.job.tasks[d.task].priority, needs)
+        for run, d, needs in gated
+        if not {n.key for n in needs} <= held.get(run.task_run_ids[d.task], set())
+    ]
+
+
+def _still_ready(run: RunRecord, task: str, attempt: int) -> bool:
+    """The admitted attempt is the task's current one, READY (as the waiter row says)."""
+    view = run.snapshot.tasks.get(task)
+    return view is not None and view.state == TaskState.READY and view.attempt == attempt

@@ -1,0 +1,92 @@
+"""Operators' flow limits: ``GET/PUT/DELETE /limits`` and ``stellwerk limit`` (issue 16).
+
+A limit is a row of ``flow_limits``; engines read them at most a second old, so a
+change takes effect within a second. Usage is read from the slots and waits, the record
+the engines keep.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import delete, func, select
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.orm import InstrumentedAttribute, Session
+
+from common.persistence.models import FlowLimit, FlowSlot, FlowWaiter
+from scheduler.services.errors import InvalidInput, NotFound
+
+PREFIXES = ("type:", "tenant:", "key:", "rate:")
+MAX_NAME = 200
+
+
+@dataclass(frozen=True)
+class LimitView:
+    """A limit with what uses it now: attempts holding the key, attempts waiting."""
+
+    key: str
+    limit: int | None
+    per_s: float | None
+    weight: int | None
+    active: int
+    waiting: int
+
+
+def check_key(key: str) -> str:
+    """A key an operator may limit: a known prefix and a name of at most 200 characters."""
+    prefix = next((p for p in PREFIXES if key.startswith(p)), None)
+    if prefix is None:
+        raise InvalidInput(("path", "key"), f"{key!r} must start with one of {', '.join(PREFIXES)}")
+    name = key.removeprefix(prefix)
+    if not name and prefix != "tenant:":
+        raise InvalidInput(("path", "key"), f"{key!r} names no {prefix.rstrip(':')}")
+    if len(name) > MAX_NAME:
+        raise InvalidInput(("path", "key"), f"is {len(name)} characters after {prefix!r}; "
+                           f"the limit is {MAX_NAME}")
+    return key
+
+
+def set_limit(
+    session: Session, key: str, *, limit: int | None, per_s: float | None, weight: int | None,
+    now: datetime,
+) -> None:
+    """Create or replace the key's limit, rate window and weight."""
+    check_key(key)
+    if weight is not None and not key.startswith("tenant:"):
+        raise InvalidInput(("body", "weight"), "only a tenant's key (tenant:NAME) has a weight")
+    if per_s is not None and not key.startswith("rate:"):
+        raise InvalidInput(("body", "per"), "only a rate's key (rate:NAME) has a window")
+    if key.startswith("rate:") and limit is not None and per_s is None:
+        raise InvalidInput(("body", "per"), "a rate's limit needs its window (per, seconds)")
+    values = {"limit": limit, "per_s": per_s, "weight": weight, "updated_at": now}
+    session.execute(insert(FlowLimit).values(key=key, **values)
+                    .on_conflict_do_update(index_elements=[FlowLimit.key], set_=values))
+
+
+def delete_limit(session: Session, key: str) -> None:
+    """Remove the key's limit (404 when it has none): its waiters go as room allows."""
+    deleted = session.scalars(delete(FlowLimit).where(FlowLimit.key == key)
+                              .returning(FlowLimit.key)).all()
+    if not deleted:
+        raise NotFound("limit", key)
+
+
+def list_limits(session: Session) -> list[LimitView]:
+    """Every operator's limit, and every key attempts hold or wait for, by key."""
+    limits = {row.key: row for row in session.scalars(select(FlowLimit))}
+    active = _counts(session, FlowSlot.key)
+    waiting = _counts(session, FlowWaiter.key)
+    views = []
+    for key in sorted(set(limits) | set(active) | set(waiting)):
+        row = limits.get(key)
+        views.append(LimitView(
+            key, row.limit if row else None, row.per_s if row else None,
+            row.weight if row else None, int(active.get(key, 0)), int(waiting.get(key, 0)),
+        ))
+    return views
+
+
+def _counts(session: Session, key: InstrumentedAttribute[str]) -> dict[str, int]:
+    """Rows per key of ``key``'s table."""
+    return {name: int(n) for name, n in session.execute(select(key, func.count()).group_by(key))}

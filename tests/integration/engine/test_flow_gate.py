@@ -1,0 +1,182 @@
+"""Flow control in the engine's transaction (issue 16): held, released, admitted.
+
+Real PostgreSQL and Redis, the engine's batch applier driven by hand: each test's keys
+and types carry a fresh suffix, so nothing it checks depends on another test's rows.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import redis
+from sqlalchemy import select, text
+from sqlalchemy.orm import Session, sessionmaker
+
+from common.config import Settings
+from common.domain.spec import JobSpec
+from common.messaging.messages import ACTIVATE_TASK, Activation, TaskResult
+from common.messaging.publisher import Publisher
+from common.persistence.db import make_engine, make_sessions
+from common.persistence.models import FlowLimit, OutboxMessage, TaskRun
+from common.persistence.outbox import OutboxRelay
+from scheduler.engine.batch import BatchApplier
+from scheduler.engine.flow_gate import FlowGate
+from scheduler.engine.incoming import Incoming
+from scheduler.engine.loading import RunLoader
+from scheduler.engine.structure import StructureCache
+from scheduler.services.jobs import create_job
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Engine:
+    """One batch applier with its own pool and caches, as an engine process has."""
+
+    def __init__(self, settings: Settings) -> None:
+        database_url, redis_url = settings.require_urls()
+        self.sessions: sessionmaker[Session] = make_sessions(make_engine(database_url))
+        relay = OutboxRelay(self.sessions, Publisher(redis.Redis.from_url(redis_url)))
+        self.applier = BatchApplier(self.sessions, RunLoader(StructureCache()), relay,
+                                    settings.lease_ttl, clock=now,
+                                    flow=FlowGate(clock=lambda: 0.0))
+
+    def submit(self, spec: dict[str, Any]) -> uuid.UUID:
+        with self.sessions.begin() as session:
+            run_id = create_job(session, JobSpec.model_validate(spec), now()).run_id
+        assert run_id is not None
+        return run_id
+
+    def start(self, run_id: uuid.UUID) -> None:
+        self.send(Activation(run_id=run_id))
+
+    def send(self, message: Activation | TaskResult) -> None:
+        self.applier.apply([Incoming(message.message_id, message.run_id, message)])
+
+    def finish(self, run_id: uuid.UUID, task: str) -> None:
+        row = self.task(run_id, task)
+        self.send(TaskResult(task_run_id=row.id, run_id=run_id, attempt=row.attempt,
+                             kind="finished", outcome="COMPLETED"))
+
+    def task(self, run_id: uuid.UUID, name: str) -> TaskRun:
+        with self.sessions() as session:
+            return session.execute(select(TaskRun).where(
+                TaskRun.run_id == run_id, TaskRun.name == name)).scalar_one()
+
+    def states(self, run_ids: list[uuid.UUID]) -> dict[tuple[uuid.UUID, str], str | None]:
+        """Each task's ``waiting_for`` (None: dispatched), READY ones only."""
+        with self.sessions() as session:
+            rows = session.execute(select(TaskRun.run_id, TaskRun.name, TaskRun.waiting_for)
+                                   .where(TaskRun.run_id.in_(run_ids),
+                                          TaskRun.state == "READY"))
+            return {(run_id, name): waiting for run_id, name, waiting in rows}
+
+    def usage(self, key: str) -> int:
+        with self.sessions() as session:
+            return int(session.scalar(text("SELECT count(*) FROM flow_slots WHERE key = :k"),
+                                      {"k": key}) or 0)
+
+    def redeliveries(self, run_ids: list[uuid.UUID]) -> list[tuple[str, str]]:
+        """The ``redeliver`` signals in the outbox for these runs: (run id, task)."""
+        with self.sessions() as session:
+            rows = session.scalars(select(OutboxMessage.payload)
+                                   .where(OutboxMessage.task_name == ACTIVATE_TASK))
+            return [(p["run_id"], p["task"]) for p in rows
+                    if p.get("signal") == "redeliver" and uuid.UUID(p["run_id"]) in run_ids]
+
+
+def fan_out(name: str, tasks: int, **flow: Any) -> dict[str, Any]:
+    return {"name": name, "tasks": [{"name": f"t{i}", "type": "noop", **flow}
+                                    for i in range(tasks)]}
+
+
+def test_a_key_with_limit_two_starts_two_attempts_across_three_runs(
+    quiet_settings: Settings,
+) -> None:
+    engine = Engine(quiet_settings)
+    key = f"db-{uuid.uuid4().hex[:8]}"
+    limit = {"concurrency": [{"key": key, "limit": 2}]}
+    runs = [engine.submit(fan_out(f"job{i}", 2, **limit)) for i in range(3)]
+    for run_id in runs:
+        engine.start(run_id)
+    states = engine.states(runs)
+    assert sorted(w is None for w in states.values()) == [False] * 4 + [True] * 2
+    assert {w for w in states.values() if w} == {f"concurrency {key} 2/2"}
+    assert engine.usage(f"key:{key}") == 2
+
+
+def test_an_ended_attempt_lets_the_oldest_waiter_of_another_run_go(
+    quiet_settings: Settings,
+) -> None:
+    engine = Engine(quiet_settings)
+    key = f"db-{uuid.uuid4().hex[:8]}"
+    limit = {"concurrency": [{"key": key, "limit": 1}]}
+    first, second = (engine.submit(fan_out(f"job{i}", 1, **limit)) for i in range(2))
+    engine.start(first)
+    engine.start(second)
+    assert engine.states([first, second]) == {
+        (first, "t0"): None, (second, "t0"): f"concurrency {key} 1/1"}
+    assert engine.task(second, "t0").claim_check_at is None  # no message, no claim
+    engine.finish(first, "t0")
+    assert engine.redeliveries([second]) == [(str(second), "t0")]
+    assert engine.usage(f"key:{key}") == 1  # the slot passed on, not freed
+    engine.send(Activation(run_id=second, signal="redeliver", task="t0", attempt=1))
+    assert engine.states([second]) == {(second, "t0"): None}
+    assert engine.task(second, "t0").claim_check_at is not None  # a lost dispatch is seen
+    assert engine.usage(f"key:{key}") == 1
+
+
+def test_a_canceled_run_gives_up_its_waits_and_slots(quiet_settings: Settings) -> None:
+    engine = Engine(quiet_settings)
+    key = f"db-{uuid.uuid4().hex[:8]}"
+    run_id = engine.submit(fan_out("job", 3, concurrency=[{"key": key, "limit": 1}]))
+    engine.start(run_id)
+    engine.send(Activation(run_id=run_id, signal="cancel"))
+    with engine.sessions() as session:
+        waits = session.scalar(text("SELECT count(*) FROM flow_waiters AS w JOIN task_runs "
+                                    "AS t ON t.id = w.task_run_id WHERE t.run_id = :r"),
+                               {"r": run_id})
+    assert waits == 0
+    assert engine.usage(f"key:{key}") == 0
+
+
+def test_an_operators_type_limit_holds_tasks_that_name_no_key(quiet_settings: Settings) -> None:
+    engine = Engine(quiet_settings)
+    kind = f"render{uuid.uuid4().hex[:8]}"
+    with engine.sessions.begin() as session:
+        session.add(FlowLimit(key=f"type:{kind}", limit=1, updated_at=now()))
+    run_id = engine.submit({"name": "job", "tasks": [
+        {"name": f"t{i}", "type": kind} for i in range(3)]})
+    engine.start(run_id)
+    waiting = sorted(w or "" for w in engine.states([run_id]).values())
+    assert waiting == ["", f"concurrency type:{kind} 1/1", f"concurrency type:{kind} 1/1"]
+
+
+def test_a_rate_admits_its_limit_per_window(quiet_settings: Settings) -> None:
+    engine = Engine(quiet_settings)
+    key = f"github-{uuid.uuid4().hex[:8]}"
+    run_id = engine.submit(fan_out("job", 5, rate={"key": key, "limit": 3, "per": 60}))
+    engine.start(run_id)
+    waiting = sorted(w or "" for w in engine.states([run_id]).values())
+    assert waiting == ["", "", "", f"rate {key} 3/60s", f"rate {key} 3/60s"]
+    for task in ("t0", "t1", "t2"):  # ending frees no start: the window counts them
+        if engine.task(run_id, task).waiting_for is None:
+            engine.finish(run_id, task)
+    assert sum(w is not None for w in engine.states([run_id]).values()) == 2
+
+
+def test_priority_decides_which_waiter_goes_first(quiet_settings: Settings) -> None:
+    engine = Engine(quiet_settings)
+    key = f"db-{uuid.uuid4().hex[:8]}"
+    limit = [{"key": key, "limit": 1}]
+    busy = engine.submit(fan_out("busy", 1, concurrency=limit))
+    engine.start(busy)
+    low = engine.submit(fan_out("low", 3, concurrency=limit, priority=1))
+    engine.start(low)
+    high = engine.submit(fan_out("high", 1, concurrency=limit, priority=9))
+    engine.start(high)
+    engine.finish(busy, "t0")
+    assert engine.redeliveries([low, high]) == [(str(high), "t0")]
