@@ -37,6 +37,8 @@ from common.messaging.signals import activation
 from scheduler.engine.changes import ChangeSet
 from scheduler.engine.loading import RunRecord
 from scheduler.services.flow_admission import (
+    AT_LEAST,
+    PER_TENANT,
     KeyNeed,
     OperatorLimits,
     Waiter,
@@ -79,7 +81,9 @@ class FlowGate:
         waiting = _waiting(conn, gated)
         hold(conn, waiting, changes.now)
         keys |= {need.key for w in waiting for need in w.needs}
-        admission = admit_waiting(conn, keys, limits, changes.now, self._turns)
+        room = min(PER_TENANT, max(AT_LEAST, len(ended) + len(waiting)))
+        admission = admit_waiting(conn, keys, limits, changes.now, self._turns,
+                                  per_tenant=room)
         admitted = {a.task_run_id for a in admission.admitted}
         mine = {w.task_run_id for w in waiting}
         changes.hold(

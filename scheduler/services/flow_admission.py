@@ -27,24 +27,22 @@ from psycopg import Connection
 from common.domain.flow import Candidate, admit
 from common.domain.flow_spec import KEY, RATE
 from common.persistence.queries import (
-    FLOW_CANDIDATE_KEYS,
     FLOW_CANDIDATES,
-    FLOW_KEY_USAGE,
     FLOW_RATE_USAGE,
-    FLOW_TENANT_USAGE,
-    FORGET_FLOW_WAITERS,
+    FLOW_USAGE,
     HELD_FLOW_SLOTS,
-    INSERT_FLOW_SLOTS,
-    INSERT_FLOW_STARTS,
     INSERT_FLOW_WAITERS,
     LOCK_FLOW_KEYS,
     READ_FLOW_LIMITS,
-    RELEASE_FLOW_SLOTS,
+    RELEASE_FLOW,
+    TAKE_FLOW_SLOTS,
     TRY_LOCK_FLOW_KEY,
 )
 
-# How many waiters of each tenant on a key one pass looks at: more than any pass admits.
+# How many waiters of each tenant on a key the beat's pass looks at; the engine's looks
+# at as many as it could admit (what it released and what it holds), and a few more.
 PER_TENANT = 256
+AT_LEAST = 8
 
 
 @dataclass(frozen=True)
@@ -131,27 +129,28 @@ def release(conn: Connection[Any], task_run_ids: list[uuid.UUID]) -> set[str]:
     """Free the slots and forget the waits of attempts that ended; the keys they had."""
     if not task_run_ids:
         return set()
-    keys = {row[0] for row in conn.execute(RELEASE_FLOW_SLOTS, (task_run_ids,))}
-    return keys | {row[0] for row in conn.execute(FORGET_FLOW_WAITERS, (task_run_ids,))}
+    return {row[0] for row in conn.execute(RELEASE_FLOW, {"ids": task_run_ids})}
 
 
 def admit_waiting(
     conn: Connection[Any], keys: Iterable[str], limits: OperatorLimits, now: datetime,
-    turns: dict[str, str],
+    turns: dict[str, str], *, per_tenant: int = PER_TENANT,
 ) -> Admission:
     """Admit the waiters of ``keys`` that fit, taking their slots; ``turns`` carries on.
 
-    ``turns`` maps each key to the tenant served last on it (the caller keeps it).
+    ``turns`` maps each key to the tenant served last on it (the caller keeps it);
+    ``per_tenant`` bounds the waiters of each tenant and key looked at.
     """
     locked = sorted(set(keys))
     if not locked:
         return Admission([], {})
     conn.execute(LOCK_FLOW_KEYS, (locked,))
-    rows = conn.execute(FLOW_CANDIDATES, (locked, PER_TENANT)).fetchall()
+    rows = conn.execute(FLOW_CANDIDATES, (locked, per_tenant)).fetchall()
     if not rows:
         return Admission([], {})
     waiters = {row[1]: row for row in rows}
-    needs = _needs_of(conn, list(waiters))
+    needs = {tid: [KeyNeed(*need) for need in zip(row[8], row[9], row[10], strict=True)]
+             for tid, row in waiters.items()}
     usable = set(locked) | _try_lock(conn, {n.key for ns in needs.values() for n in ns}
                                      - set(locked))
     candidates = [
@@ -159,9 +158,8 @@ def admit_waiting(
                   keys=tuple(n.key for n in needs[tid]))
         for tid, row in waiters.items() if all(n.key in usable for n in needs[tid])
     ]
-    room = _room(conn, needs, limits, now)
+    room, started = _room(conn, needs, limits, now)
     scope = ",".join(locked)
-    started = _tenant_usage(conn, sorted({k for c in candidates for k in c.keys}))
     decided = admit(candidates, {k: max(0, r.free) for k, r in room.items()},
                     limits.weights, started, turns.get(scope))
     if decided.last_turn is not None:
@@ -197,13 +195,6 @@ class _Room:
         return f"concurrency {name} {self.used}/{self.limit}"
 
 
-def _needs_of(conn: Connection[Any], ids: list[uuid.UUID]) -> dict[uuid.UUID, list[KeyNeed]]:
-    needs: dict[uuid.UUID, list[KeyNeed]] = defaultdict(list)
-    for task_run_id, key, limit, per_s in conn.execute(FLOW_CANDIDATE_KEYS, (ids,)):
-        needs[task_run_id].append(KeyNeed(key, limit, per_s))
-    return needs
-
-
 def _try_lock(conn: Connection[Any], keys: set[str]) -> set[str]:
     taken = set()
     for key in sorted(keys):
@@ -216,31 +207,28 @@ def _try_lock(conn: Connection[Any], keys: set[str]) -> set[str]:
 def _room(
     conn: Connection[Any], needs: Mapping[uuid.UUID, list[KeyNeed]], limits: OperatorLimits,
     now: datetime,
-) -> dict[str, _Room]:
-    """Each limited key's room: the operator's limit, else the lowest a task states."""
+) -> tuple[dict[str, _Room], dict[str, int]]:
+    """Each limited key's room, and each tenant's slots on the keys at stake.
+
+    A key's limit is the operator's, else the lowest a waiting task states for it.
+    """
     stated: dict[str, tuple[int, float | None]] = {}
     for need in (n for ns in needs.values() for n in ns):
         if need.limit is not None and (need.key not in stated or need.limit < stated[need.key][0]):
             stated[need.key] = (need.limit, need.per_s)
-    bounds = {**stated, **{k: v for k, v in limits.limits.items() if k in _all_keys(needs)}}
+    at_stake = sorted({n.key for ns in needs.values() for n in ns})
+    bounds = {**stated, **{k: v for k, v in limits.limits.items() if k in at_stake}}
+    used: dict[str, int] = defaultdict(int)
+    started: dict[str, int] = defaultdict(int)
+    for key, tenant, count in conn.execute(FLOW_USAGE, (at_stake,)):
+        started[tenant] += count
+        used[key] += count
     rated = {k: v for k, v in bounds.items() if v[1] is not None}
-    held = sorted(set(bounds) - set(rated))
-    used = dict(conn.execute(FLOW_KEY_USAGE, (held,)).fetchall()) if held else {}
     if rated:
         names = sorted(rated)
         per = [rated[k][1] for k in names]
         used.update(conn.execute(FLOW_RATE_USAGE, (now, names, per)).fetchall())
-    return {k: _Room(v[0], int(used.get(k, 0)), v[1]) for k, v in bounds.items()}
-
-
-def _all_keys(needs: Mapping[uuid.UUID, list[KeyNeed]]) -> set[str]:
-    return {n.key for ns in needs.values() for n in ns}
-
-
-def _tenant_usage(conn: Connection[Any], keys: list[str]) -> dict[str, int]:
-    if not keys:
-        return {}
-    return {tenant: int(n) for tenant, n in conn.execute(FLOW_TENANT_USAGE, (keys,))}
+    return {k: _Room(v[0], int(used[k]), v[1]) for k, v in bounds.items()}, dict(started)
 
 
 def _take_slots(
@@ -251,11 +239,14 @@ def _take_slots(
     if not chosen:
         return
     slots = [(n.key, row[1], row[4], row[5], now) for row in chosen for n in needs[row[1]]]
-    conn.execute(INSERT_FLOW_SLOTS, [list(c) for c in zip(*slots, strict=True)])
     starts = [(n.key, now) for row in chosen for n in needs[row[1]] if n.key.startswith(RATE)]
-    if starts:
-        conn.execute(INSERT_FLOW_STARTS, [list(c) for c in zip(*starts, strict=True)])
-    conn.execute(FORGET_FLOW_WAITERS, ([row[1] for row in chosen],))
+    conn.execute(TAKE_FLOW_SLOTS, [
+        *_columns(slots, 5), *_columns(starts, 2), [row[1] for row in chosen]])
+
+
+def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
+    """Rows as one list per column (``width`` empty lists for no rows)."""
+    return [list(column) for column in zip(*rows, strict=True)] if rows else [[]] * width
 
 
 def _reasons(

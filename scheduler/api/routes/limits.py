@@ -79,9 +79,16 @@ def require_unbound(principal: Principal) -> None:
 
 
 @router.get("", dependencies=[Depends(scope("job.read"))])
-def list_(session: SessionDep) -> LimitsPublic:
-    """Every limited key, by key, with its usage now."""
-    return LimitsPublic(data=[LimitPublic.of(view) for view in list_limits(session)])
+def list_(session: SessionDep, principal: PrincipalDep) -> LimitsPublic:
+    """Every limited key, by key, with its usage now.
+
+    A tenant-bound token sees the shared keys and its own tenant's, not other tenants'.
+    """
+    views = list_limits(session)
+    if principal.tenant is not None:
+        own = f"tenant:{principal.tenant}"
+        views = [v for v in views if not v.key.startswith("tenant:") or v.key == own]
+    return LimitsPublic(data=[LimitPublic.of(view) for view in views])
 
 
 @router.put("/{key}", dependencies=[Depends(scope("job")), Depends(require_json)])

@@ -2,8 +2,9 @@
 
 Runs and tasks by state (PostgreSQL), queue depths (``LLEN`` of Stellwerk's queues and
 of the task queues of every type that is served or has READY tasks; for
-``stellwerk.notify`` the event rows waiting in PostgreSQL), live workers, and
-the engine's and beat's loop timings (``common.messaging.loop_timings``).
+``stellwerk.notify`` the event rows waiting in PostgreSQL), live workers, the engine's
+and beat's loop timings (``common.messaging.loop_timings``), and flow control's usage,
+held attempts and limits by key.
 A registry is built per scrape, so nothing lives at import time and no process-wide
 state is shared between apps.
 
@@ -36,6 +37,7 @@ from common.messaging.messages import (
 )
 from scheduler.api.deps import PrincipalDep, ResourcesDep, SessionDep, scope
 from scheduler.api.resources import Resources
+from scheduler.services.flow_limits import LimitView, list_limits
 from scheduler.services.metrics import (
     DeliveryCount,
     StateCounts,
@@ -93,6 +95,20 @@ def _system_families(
                "event rows in PostgreSQL).", ["queue"], samples),
         _gauge("stellwerk_workers", "Live workers.", [], [((), len(workers))]),
         _loop_family(read_timings(resources.redis)),
+        *_flow_families(list_limits(session)),
+    ]
+
+
+def _flow_families(views: list[LimitView]) -> list[Metric]:
+    """Flow control by key: attempts holding it, attempts held for it, its limit."""
+    return [
+        _gauge("stellwerk_flow_active", "Attempts holding a flow key's slot (issue 16).",
+               ["key"], [((v.key,), v.active) for v in views]),
+        _gauge("stellwerk_flow_held", "READY attempts held back waiting for a flow key.",
+               ["key"], [((v.key,), v.waiting) for v in views]),
+        _gauge("stellwerk_flow_limit", "An operator's limit on a flow key (keys whose "
+               "limit only their tasks state are not listed).", ["key"],
+               [((v.key,), v.limit) for v in views if v.limit is not None]),
     ]
 
 

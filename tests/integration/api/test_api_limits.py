@@ -61,3 +61,28 @@ def test_bad_input_is_refused_naming_the_field_and_changes_nothing(
     assert response.status_code == 422, response.text
     assert named in response.text
     assert key not in limits(client)
+
+
+def test_metrics_show_each_keys_usage_held_attempts_and_limit(client: TestClient) -> None:
+    key = own("type:metered")
+    assert client.put(f"{BASE}/limits/{key}", json={"limit": 7}).status_code == 200
+    text = client.get(f"{BASE}/metrics").text
+    assert f'stellwerk_flow_limit{{key="{key}"}} 7.0' in text
+    assert f'stellwerk_flow_active{{key="{key}"}} 0.0' in text
+    assert f'stellwerk_flow_held{{key="{key}"}} 0.0' in text
+
+
+def test_a_tenant_bound_token_reads_limits_but_not_other_tenants_or_changes(
+    client: TestClient,
+) -> None:
+    mine, theirs = own("tenant:acme"), own("tenant:globex")
+    for key in (mine, theirs):
+        assert client.put(f"{BASE}/limits/{key}", json={"weight": 2}).status_code == 200
+    token = client.post(f"{BASE}/tokens", json={
+        "name": "reader", "scopes": ["job"], "tenant": mine.removeprefix("tenant:")}).json()
+    headers = {"Authorization": f"Bearer {token['token']}"}
+    listed = {row["key"] for row in client.get(f"{BASE}/limits", headers=headers).json()["data"]}
+    assert mine in listed and theirs not in listed
+    refused = client.put(f"{BASE}/limits/{mine}", json={"weight": 9}, headers=headers)
+    assert refused.status_code == 403
+    assert limits(client)[mine]["weight"] == 2
