@@ -174,6 +174,8 @@ class JobSpec(Strict):
     catchup: Literal["none", "latest", "all"] = "none"
     catchup_window: NotNegative | None = None
     overlap: Literal["allow", "skip", "buffer_one", "cancel_previous"] = "allow"
+    # At most this many runs of the job unfinished at once (issue 16); the rest wait READY.
+    max_active_runs: int | None = Field(default=None, ge=1, le=100_000)
     suspend_at: Instant | None = None
     suspend_after: Positive | None = None
     auto_resume: bool = False

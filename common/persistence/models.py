@@ -73,6 +73,8 @@ class Job(Base):
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
     version: Mapped[int] = mapped_column(Integer, default=1)
     next_fire_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    # At most this many unfinished runs; the beat starts the others as they end (issue 16).
+    max_active_runs: Mapped[int | None] = mapped_column(Integer, nullable=True)
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(server_default=func.now())
 
@@ -199,6 +201,8 @@ class Run(Base):
             "ix_runs_finished_at", "finished_at",
             postgresql_where=text("finished_at IS NOT NULL"),
         ),
+        # A job's unfinished runs, counted against its ``max_active_runs``.
+        Index("ix_runs_unfinished", "job_id", postgresql_where=text("finished_at IS NULL")),
     )
 
 

@@ -336,3 +336,24 @@ UNRECORDED_HELD = (
     "AND t.waiting_for IS NOT NULL "
     "AND NOT EXISTS (SELECT FROM flow_waiters AS w WHERE w.task_run_id = t.id)"
 )
+
+
+# ---- Jobs with a cap on unfinished runs: scheduler.beat.duties ----
+
+# The due runs of capped jobs, oldest first, as many as each job has room for: its cap
+# less its unfinished runs whose activation went out. The job's row is locked (another
+# beat skips it, the API's run creation waits), so two beats never both fill its room.
+CAPPED_DUE_RUNS = text(
+    "WITH capped AS ("
+    "  SELECT j.id, j.max_active_runs AS cap FROM jobs AS j "
+    "  WHERE j.max_active_runs IS NOT NULL AND j.id IN (SELECT r.job_id FROM runs AS r "
+    "    WHERE r.state = 'READY' AND r.activation_sent_at IS NULL "
+    "    AND r.scheduled_for <= :horizon) "
+    "  ORDER BY j.id FOR UPDATE OF j SKIP LOCKED) "
+    "SELECT w.id, w.scheduled_for FROM capped AS c CROSS JOIN LATERAL ("
+    "  SELECT r.id, r.scheduled_for FROM runs AS r WHERE r.job_id = c.id "
+    "  AND r.state = 'READY' AND r.activation_sent_at IS NULL "
+    "  AND r.scheduled_for <= :horizon ORDER BY r.scheduled_for, r.number "
+    "  LIMIT greatest(0, c.cap - (SELECT count(*) FROM runs AS a WHERE a.job_id = c.id "
+    "    AND a.finished_at IS NULL AND a.activation_sent_at IS NOT NULL))) AS w"
+)

@@ -15,8 +15,9 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from common.messaging.messages import Signal
 from common.messaging.signals import activation
-from common.persistence.models import ConsumedMessage, Run, TaskRun
+from common.persistence.models import ConsumedMessage, Job, Run, TaskRun
 from common.persistence.outbox import enqueue
+from common.persistence.queries import CAPPED_DUE_RUNS
 
 BATCH = 1000
 
@@ -27,13 +28,16 @@ def start_due_runs(session: Session, now: datetime, horizon: datetime | None = N
     """Activate READY runs due by ``horizon`` (default: now), each at its own time.
 
     The activation of a run due after ``now`` is a timed outbox row that the beat's
-    handoff publishes at the run's ``scheduled_for`` (see ``handoff``).
+    handoff publishes at the run's ``scheduled_for`` (see ``handoff``). A job with
+    ``max_active_runs`` gets as many started as it has room for, oldest first.
     """
-    due = select(Run.id, Run.scheduled_for).where(
-        Run.state == "READY", Run.activation_sent_at.is_(None),
-        Run.scheduled_for <= (horizon or now),
-    ).limit(BATCH).with_for_update(skip_locked=True)
-    rows = session.execute(due).all()
+    horizon = horizon or now
+    due = select(Run.id, Run.scheduled_for).join(Job, Job.id == Run.job_id).where(
+        Run.state == "READY", Run.activation_sent_at.is_(None), Run.scheduled_for <= horizon,
+        Job.max_active_runs.is_(None),
+    ).limit(BATCH).with_for_update(of=Run, skip_locked=True)
+    rows = [*session.execute(due).all(),
+            *session.execute(CAPPED_DUE_RUNS, {"horizon": horizon}).all()]
     if not rows:
         return []
     session.execute(

@@ -142,6 +142,7 @@ def _write_job(job: Job, spec: JobSpec, now: datetime, secrets: SecretBox) -> No
         spec.name, spec.description, spec.type, spec.owner
     )
     job.labels, job.priority, job.params = spec.labels, spec.priority, spec.params
+    job.max_active_runs = spec.max_active_runs
     job.secure_params = secret_text(spec.secure_params, secrets, ("body", "secure_params"))
     job.sealed_webservice_headers = webservice_headers(spec, secrets)
     job.spec = spec_column(spec)

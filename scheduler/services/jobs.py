@@ -72,6 +72,7 @@ def _job_row(spec: JobSpec, now: datetime, secrets: SecretBox) -> Job:
         sealed_webservice_headers=webservice_headers(spec, secrets),
         spec=spec_column(spec),
         schedule=spec.schedule.model_dump(mode="json"), draft=spec.draft,
+        max_active_runs=spec.max_active_runs,
         enabled=spec.enabled, version=1, created_at=now, updated_at=now,
     )
 

@@ -88,7 +88,9 @@ def create_runs(
         return []
     conn = driver(session)
     numbers = _numbers(conn, runs)
-    due = [start_due and r.scheduled_for <= now for r in runs]
+    # A capped job's runs are started by the beat, which counts its unfinished ones.
+    due = [start_due and r.scheduled_for <= now and r.job.max_active_runs is None
+           for r in runs]
     ids = [r.id for r in runs]
     conn.execute(INSERT_RUNS, (
         now, now, ids, [r.job.id for r in runs], [numbers[r.id] for r in runs],

@@ -133,3 +133,18 @@ def test_limits_are_set_and_listed_from_the_cli_and_a_held_task_says_why(
 
 def wait_started(api: httpx.Client, run_id: str) -> None:
     wait_run_until(api, run_id, lambda run: any(t.get("started_at") for t in run["tasks"]))
+
+
+def test_a_job_capped_at_one_unfinished_run_runs_them_one_after_another(
+    api: httpx.Client, second_engine_and_worker: None,
+) -> None:
+    job = submit(api, {**fan("one-at-a-time", 1, "sleep", params={"seconds": 0.3}),
+                       "max_active_runs": 1})
+    asked = [api.post(f"/jobs/{job['id']}/runs") for _ in range(2)]
+    assert all(response.status_code == 201 for response in asked), asked
+    run_ids = [job["run_id"], *(response.json()["id"] for response in asked)]
+    runs = [wait_run(api, run_id, timeout_s=60) for run_id in run_ids]
+    assert all(run["state"] == "COMPLETED" for run in runs)
+    spans = sorted((datetime.fromisoformat(r["started_at"]),
+                    datetime.fromisoformat(r["finished_at"])) for r in runs)
+    assert all(spans[i][1] <= spans[i + 1][0] for i in range(len(spans) - 1)), spans
