@@ -18,6 +18,19 @@ depends_on = None
 
 
 def upgrade() -> None:
+    _create_jobs()
+    _create_outbox()
+    _create_job_storage()
+    _create_runs()
+    _create_tasks()
+    _create_journal()
+    _create_task_edges()
+    _create_task_runs()
+    _create_task_logs()
+
+
+def _create_jobs() -> None:
+    """The ``jobs`` table and its indexes."""
     op.create_table(
         "jobs",
         sa.Column("id", sa.UUID(), nullable=False),
@@ -63,6 +76,10 @@ def upgrade() -> None:
     )
     op.create_index(op.f("ix_jobs_tenant"), "jobs", ["tenant"], unique=False)
     op.create_index(op.f("ix_jobs_type"), "jobs", ["type"], unique=False)
+
+
+def _create_outbox() -> None:
+    """The ``outbox`` table and its indexes."""
     op.create_table(
         "outbox",
         sa.Column("id", sa.BigInteger(), sa.Identity(always=False), nullable=False),
@@ -78,6 +95,10 @@ def upgrade() -> None:
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_outbox")),
     )
+
+
+def _create_job_storage() -> None:
+    """The ``job_storage`` table and its indexes."""
     op.create_table(
         "job_storage",
         sa.Column("job_id", sa.UUID(), nullable=False),
@@ -93,6 +114,10 @@ def upgrade() -> None:
         ),
         sa.PrimaryKeyConstraint("job_id", name=op.f("pk_job_storage")),
     )
+
+
+def _create_runs() -> None:
+    """The ``runs`` table and its indexes."""
     op.create_table(
         "runs",
         sa.Column("id", sa.UUID(), nullable=False),
@@ -129,6 +154,10 @@ def upgrade() -> None:
         unique=False,
         postgresql_where=sa.text("state = 'READY' AND activation_sent_at IS NULL"),
     )
+
+
+def _create_tasks() -> None:
+    """The ``tasks`` table and its indexes."""
     op.create_table(
         "tasks",
         sa.Column("id", sa.UUID(), nullable=False),
@@ -149,6 +178,10 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_tasks")),
         sa.UniqueConstraint("job_id", "name", name=op.f("uq_tasks_job_id")),
     )
+
+
+def _create_journal() -> None:
+    """The ``journal`` table and its indexes."""
     op.create_table(
         "journal",
         sa.Column("id", sa.BigInteger(), sa.Identity(always=False), nullable=False),
@@ -166,6 +199,10 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id", name=op.f("pk_journal")),
     )
     op.create_index(op.f("ix_journal_run_id"), "journal", ["run_id"], unique=False)
+
+
+def _create_task_edges() -> None:
+    """The ``task_edges`` table and its indexes."""
     op.create_table(
         "task_edges",
         sa.Column("job_id", sa.UUID(), nullable=False),
@@ -185,6 +222,10 @@ def upgrade() -> None:
         ),
         sa.PrimaryKeyConstraint("from_task", "to_task", name=op.f("pk_task_edges")),
     )
+
+
+def _create_task_runs() -> None:
+    """The ``task_runs`` table and its indexes."""
     op.create_table(
         "task_runs",
         sa.Column("id", sa.UUID(), nullable=False),
@@ -225,6 +266,10 @@ def upgrade() -> None:
         unique=False,
         postgresql_where=sa.text("retry_at IS NOT NULL"),
     )
+
+
+def _create_task_logs() -> None:
+    """The ``task_logs`` table and its indexes."""
     op.create_table(
         "task_logs",
         sa.Column("id", sa.BigInteger(), sa.Identity(always=False), nullable=False),

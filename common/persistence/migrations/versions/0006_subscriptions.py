@@ -17,6 +17,13 @@ depends_on = None
 
 
 def upgrade() -> None:
+    _create_subscriptions()
+    _create_deliveries()
+    _create_delivery_attempts()
+
+
+def _create_subscriptions() -> None:
+    """The ``subscriptions`` table and its indexes."""
     op.create_table(
         "subscriptions",
         sa.Column("id", sa.UUID(), nullable=False),
@@ -40,6 +47,10 @@ def upgrade() -> None:
     )
     op.create_index("ix_subscriptions_job_id", "subscriptions", ["job_id"], unique=False)
     op.create_index("ix_subscriptions_tenant", "subscriptions", ["tenant"], unique=False)
+
+
+def _create_deliveries() -> None:
+    """The ``deliveries`` table and its indexes."""
     op.create_table(
         "deliveries",
         sa.Column("id", sa.UUID(), nullable=False),
@@ -68,6 +79,10 @@ def upgrade() -> None:
                     unique=False, postgresql_where=sa.text("state = 'pending'"))
     op.create_index("ix_deliveries_listing", "deliveries", ["subscription_id", "seq"],
                     unique=False)
+
+
+def _create_delivery_attempts() -> None:
+    """The ``delivery_attempts`` table and its indexes."""
     op.create_table(
         "delivery_attempts",
         sa.Column("id", sa.BigInteger(), sa.Identity(always=False), nullable=False),
