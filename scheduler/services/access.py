@@ -53,6 +53,19 @@ def require_scope(principal: Principal, any_of: tuple[str, ...]) -> None:
         raise Forbidden(f"this needs scope {wanted}; the token has {_listed(principal.scopes)}")
 
 
+def require_unbound(principal: Principal, shared: str, change: str) -> None:
+    """:class:`Forbidden` for a tenant-bound token changing what every tenant shares.
+
+    ``shared`` names the things (``worker types``), ``change`` what the token may not do
+    to one (``register or delete one``).
+    """
+    if principal.tenant is not None:
+        raise Forbidden(
+            f"the token is bound to tenant {principal.tenant!r}: {shared} are shared by "
+            f"every tenant, so only a token without a tenant may {change}"
+        )
+
+
 def require_within(
     principal: Principal, scopes: Iterable[str], tenant: str | None, expires_at: datetime | None
 ) -> None:

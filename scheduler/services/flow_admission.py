@@ -25,7 +25,7 @@ from typing import Any
 from psycopg import Connection
 
 from common.domain.flow import Candidate, admit
-from common.domain.flow_spec import KEY, RATE
+from common.domain.flow_spec import KEY, RATE, TENANT
 from common.persistence.queries import (
     FLOW_CANDIDATES,
     FLOW_RATE_USAGE,
@@ -93,7 +93,7 @@ class OperatorLimits:
             if limit is not None:
                 limits[key] = (limit, per_s)
             if weight is not None:
-                weights[key.removeprefix("tenant:")] = weight
+                weights[key.removeprefix(TENANT)] = weight
         return OperatorLimits(limits, weights)
 
 

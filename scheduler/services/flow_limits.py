@@ -14,10 +14,11 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
+from common.domain.flow_spec import KEY, RATE, TENANT, TYPE
 from common.persistence.models import FlowLimit, FlowSlot, FlowWaiter
 from scheduler.services.errors import InvalidInput, NotFound
 
-PREFIXES = ("type:", "tenant:", "key:", "rate:")
+PREFIXES = (TYPE, TENANT, KEY, RATE)
 MAX_NAME = 200
 
 
@@ -39,7 +40,7 @@ def check_key(key: str) -> str:
     if prefix is None:
         raise InvalidInput(("path", "key"), f"{key!r} must start with one of {', '.join(PREFIXES)}")
     name = key.removeprefix(prefix)
-    if not name and prefix != "tenant:":
+    if not name and prefix != TENANT:
         raise InvalidInput(("path", "key"), f"{key!r} names no {prefix.rstrip(':')}")
     if len(name) > MAX_NAME:
         raise InvalidInput(("path", "key"), f"is {len(name)} characters after {prefix!r}; "
@@ -53,11 +54,11 @@ def set_limit(
 ) -> None:
     """Create or replace the key's limit, rate window and weight."""
     check_key(key)
-    if weight is not None and not key.startswith("tenant:"):
+    if weight is not None and not key.startswith(TENANT):
         raise InvalidInput(("body", "weight"), "only a tenant's key (tenant:NAME) has a weight")
-    if per_s is not None and not key.startswith("rate:"):
+    if per_s is not None and not key.startswith(RATE):
         raise InvalidInput(("body", "per"), "only a rate's key (rate:NAME) has a window")
-    if key.startswith("rate:") and limit is not None and per_s is None:
+    if key.startswith(RATE) and limit is not None and per_s is None:
         raise InvalidInput(("body", "per"), "a rate's limit needs its window (per, seconds)")
     values = {"limit": limit, "per_s": per_s, "weight": weight, "updated_at": now}
     session.execute(insert(FlowLimit).values(key=key, **values)
@@ -72,13 +73,20 @@ def delete_limit(session: Session, key: str) -> None:
         raise NotFound("limit", key)
 
 
-def list_limits(session: Session) -> list[LimitView]:
-    """Every operator's limit, and every key attempts hold or wait for, by key."""
+def list_limits(session: Session, tenant: str | None = None) -> list[LimitView]:
+    """Every operator's limit, and every key attempts hold or wait for, by key.
+
+    For a ``tenant`` (a tenant-bound token's): the shared keys and that tenant's own
+    ``tenant:`` key, not other tenants'.
+    """
     limits = {row.key: row for row in session.scalars(select(FlowLimit))}
     active = _counts(session, FlowSlot.key)
     waiting = _counts(session, FlowWaiter.key)
     views = []
-    for key in sorted(set(limits) | set(active) | set(waiting)):
+    keys = set(limits) | set(active) | set(waiting)
+    if tenant is not None:
+        keys = {k for k in keys if not k.startswith(TENANT) or k == TENANT + tenant}
+    for key in sorted(keys):
         row = limits.get(key)
         views.append(LimitView(
             key, row.limit if row else None, row.per_s if row else None,

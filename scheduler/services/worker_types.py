@@ -20,17 +20,14 @@ from sqlalchemy.orm import Session
 from common.domain.worker_types import RegisteredType, WorkerTemplate, WorkerTypeSpec
 from common.persistence.models import Task, WorkerType
 from common.secure_params import NoSecretKey, SecretBox, SecretKeyError
+from scheduler.services import access
 from scheduler.services.access import Principal
-from scheduler.services.errors import Conflict, Forbidden, InvalidInput, NotFound
+from scheduler.services.errors import Conflict, InvalidInput, NotFound
 
 
 def require_unbound(principal: Principal) -> None:
     """:class:`Forbidden` for a tenant-bound token: worker types serve every tenant."""
-    if principal.tenant is not None:
-        raise Forbidden(
-            f"the token is bound to tenant {principal.tenant!r}: worker types are shared by "
-            "every tenant, so only a token without a tenant may register or delete one"
-        )
+    access.require_unbound(principal, "worker types", "register or delete one")
 
 
 def register(

@@ -14,8 +14,8 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from scheduler.api.deps import NowDep, PrincipalDep, SessionDep, require_json, scope
+from scheduler.services import access
 from scheduler.services.access import Principal
-from scheduler.services.errors import Forbidden
 from scheduler.services.flow_limits import (
     LimitView,
     check_key,
@@ -73,9 +73,7 @@ class LimitsPublic(BaseModel):
 
 def require_unbound(principal: Principal) -> None:
     """Limits are shared by every tenant: a tenant-bound token may read, not change them."""
-    if principal.tenant is not None:
-        raise Forbidden(f"the token is bound to tenant {principal.tenant!r}: limits are "
-                        "shared by every tenant, so only a token without a tenant may change one")
+    access.require_unbound(principal, "limits", "change one")
 
 
 @router.get("", dependencies=[Depends(scope("job.read"))])
@@ -84,10 +82,7 @@ def list_(session: SessionDep, principal: PrincipalDep) -> LimitsPublic:
 
     A tenant-bound token sees the shared keys and its own tenant's, not other tenants'.
     """
-    views = list_limits(session)
-    if principal.tenant is not None:
-        own = f"tenant:{principal.tenant}"
-        views = [v for v in views if not v.key.startswith("tenant:") or v.key == own]
+    views = list_limits(session, principal.tenant)
     return LimitsPublic(data=[LimitPublic.of(view) for view in views])
 
 
