@@ -248,20 +248,27 @@ LOCK_FLOW_KEYS = (
 # that holds them (never a wait, so never a deadlock between two passes).
 TRY_LOCK_FLOW_KEY = "SELECT pg_try_advisory_xact_lock(hashtextextended(%s, 16))"
 
-# A held attempt keeps the place it first took (``seq``) when it is held again.
+# A held attempt keeps the place it first took (``seq``) when it is held again; it waits
+# only for the keys its attempt does not hold yet (one admitted, then dispatched by a
+# ``redeliver``, waits for none).
 INSERT_FLOW_WAITERS = (
     "INSERT INTO flow_waiters (key, task_run_id, run_id, task, attempt, tenant, priority, "
     "stated_limit, stated_per_s, since) "
     "SELECT * FROM unnest(%b::text[], %b::uuid[], %b::uuid[], %b::text[], %b::int[], "
     "%b::text[], %b::int[], %b::int[], %b::float8[], %b::timestamptz[]) "
+    "AS w(key, task_run_id, run_id, task, attempt, tenant, priority, stated_limit, "
+    "stated_per_s, since) "
+    "WHERE NOT EXISTS (SELECT FROM flow_slots AS s WHERE s.key = w.key "
+    "  AND s.task_run_id = w.task_run_id AND s.attempt = w.attempt) "
     "ON CONFLICT (key, task_run_id) DO NOTHING"
 )
 
 # The slots an attempt holds (rate keys too: they mark it admitted).
 HELD_FLOW_SLOTS = "SELECT task_run_id, attempt, key FROM flow_slots WHERE task_run_id = ANY(%s)"
 
+# Starts on each rated key within its window (key, window in seconds, count).
 FLOW_RATE_USAGE = (
-    "SELECT r.key, (SELECT count(*) FROM flow_starts AS s WHERE s.key = r.key "
+    "SELECT r.key, r.per, (SELECT count(*) FROM flow_starts AS s WHERE s.key = r.key "
     "  AND s.at > %s::timestamptz - make_interval(secs => r.per)) "
     "FROM unnest(%s::text[], %s::float8[]) AS r(key, per)"
 )

@@ -39,6 +39,7 @@ class AdmitWaiting:
         keys = [row[0] for row in conn.execute(WAITING_FLOW_KEYS)]
         if not keys:
             return []
-        admission = admit_waiting(conn, keys, OperatorLimits.read(conn), now, self._turns)
+        admission = admit_waiting(conn, OperatorLimits.read(conn), now, self._turns, keys=keys)
+        admission.take.write(conn)
         return enqueue(session, [activation(a.run_id, "redeliver", a.task, a.attempt)
                                  for a in admission.admitted])

@@ -43,6 +43,7 @@ from scheduler.engine.rows import (
     retry_scheduled,
 )
 from scheduler.engine.rows import held as held_back
+from scheduler.services.flow_admission import Slots
 
 T = TaskState
 R = RunState
@@ -66,6 +67,7 @@ class Rows:
     storage: dict[uuid.UUID, dict[str, Any]]
     successes: dict[uuid.UUID, tuple[datetime, datetime]]
     events: list[Event]
+    flow: Slots
 
 
 @dataclass
@@ -87,6 +89,8 @@ class ChangeSet:
     ended: list[tuple[RunRecord, str]] = field(default_factory=list)
     # Messages besides the dispatches: ``redeliver`` signals of attempts flow control let go.
     signals: list[Outgoing] = field(default_factory=list)
+    # The flow slots the attempts it let go take (``flow_gate``).
+    flow: Slots = field(default_factory=Slots)
     # Who the journal names: the engine, or the person whose action the API applied.
     actor: str = "engine"
 
@@ -158,7 +162,7 @@ class ChangeSet:
         """Every row built so far, for the writer."""
         events = [event for run_events in self.events.values() for event in run_events]
         return Rows(self.now, self.task_runs, self.runs, self.journal, self.logs,
-                    self.storage, self.successes, events)
+                    self.storage, self.successes, events, self.flow)
 
     @property
     def _clock(self) -> Clock:

@@ -15,6 +15,9 @@ on its type or tenant) and the attempts that left flight:
 4. the dispatches still waiting are held: their READY row says why (``waiting_for``)
    and no message goes.
 
+Steps 1-3 read in one round trip; the slots the admitted take are written with the
+batch's other rows (``ChangeSet.flow``), in the writer's.
+
 A batch whose tasks need no key and with no operator limit costs nothing here but the
 limits' read, at most once a second.
 """
@@ -43,9 +46,6 @@ from scheduler.services.flow_admission import (
     OperatorLimits,
     Waiter,
     admit_waiting,
-    hold,
-    holding,
-    release,
 )
 
 LIMITS_TTL = timedelta(seconds=1)
@@ -67,34 +67,34 @@ class FlowGate:
         """Release, hold and admit; change ``changes`` to dispatch only what may go.
 
         An admitted attempt of a run this transaction holds (``runs``) is dispatched
-        with it; one of another run is sent a ``redeliver``.
+        with it; one of another run is sent a ``redeliver``. The slots taken are written
+        with the batch's rows (``ChangeSet.flow``).
         """
         limits = self.limits(conn)
         gated = [(run, d, needs) for run, d in changes.dispatches
                  if (needs := needs_of(run, d.task, limits))]
-        ended = [run.task_run_ids[task] for run, task in changes.ended
+        ended = {run.task_run_ids[task]: needs_of(run, task, limits)
+                 for run, task in changes.ended
                  if limits.limits or run.job.tasks[task].flow.concurrency
-                 or run.job.tasks[task].flow.rate]
+                 or run.job.tasks[task].flow.rate}
         if not gated and not ended:
             return
-        keys = release(conn, ended)
-        waiting = _waiting(conn, gated)
-        hold(conn, waiting, changes.now)
-        keys |= {need.key for w in waiting for need in w.needs}
-        room = min(PER_TENANT, max(AT_LEAST, len(ended) + len(waiting)))
-        admission = admit_waiting(conn, keys, limits, changes.now, self._turns,
-                                  per_tenant=room)
+        hold = [Waiter(run.task_run_ids[d.task], run.id, d.task, d.attempt, run.job.tenant,
+                       run.job.tasks[d.task].priority, needs) for run, d, needs in gated]
+        admission = admit_waiting(
+            conn, limits, changes.now, self._turns, release=ended, hold=hold,
+            per_tenant=min(PER_TENANT, max(AT_LEAST, len(ended) + len(hold))))
+        changes.flow += admission.take
         admitted = {a.task_run_id for a in admission.admitted}
-        mine = {w.task_run_id for w in waiting}
         changes.hold(
-            {w.task_run_id: admission.waiting_for.get(w.task_run_id, "its turn")
-             for w in waiting if w.task_run_id not in admitted},
-            {run.task_run_ids[d.task] for run, d, _ in gated},
+            {tid: admission.waiting_for.get(tid, "its turn")
+             for tid in admission.waiting if tid not in admitted},
+            {w.task_run_id for w in hold},
         )
         locked = {run.id: run for run in runs}
         for chosen in admission.admitted:
-            if chosen.task_run_id in mine:
-                continue
+            if chosen.task_run_id in admission.waiting:
+                continue  # one of this batch's dispatches: ``hold`` let it go
             run = locked.get(chosen.run_id)
             if run is not None and _still_ready(run, chosen.task, chosen.attempt):
                 changes.dispatch_admitted(run, Dispatch(chosen.task, chosen.attempt))
@@ -123,19 +123,6 @@ def needs_of(run: RunRecord, task: str, limits: OperatorLimits) -> tuple[KeyNeed
         tenant = TENANT + run.job.tenant
         needs.extend(KeyNeed(key) for key in (kind, tenant) if key in limits.limits)
     return tuple(needs)
-
-
-def _waiting(
-    conn: Connection[Any], gated: list[tuple[RunRecord, Dispatch, tuple[KeyNeed, ...]]],
-) -> list[Waiter]:
-    """The gated dispatches whose attempt does not hold all its keys yet."""
-    held = holding(conn, {run.task_run_ids[d.task]: d.attempt for run, d, _ in gated})
-    return [
-        Waiter(run.task_run_ids[d.task], run.id, d.task, d.attempt, run.job.tenant,
-               run.job.tasks[d.task].priority, needs)
-        for run, d, needs in gated
-        if not {n.key for n in needs} <= held.get(run.task_run_ids[d.task], set())
-    ]
 
 
 def _still_ready(run: RunRecord, task: str, attempt: int) -> bool:

@@ -71,6 +71,7 @@ def write(
             cur.execute(RECORD_SUCCESS, (start, finish, job_id))
         if rows.events:
             cur.execute(RECORD_NOTIFY_EVENTS, (events_json(rows.events),))
+        rows.flow.write(cur)
         if messages:  # the outbox's own statement (common.persistence.outbox), one for all
             enqueue_on(outbox, messages)
     with outbox:

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from psycopg import Connection
+from psycopg import Connection, Cursor
 
 from common.domain.flow import Candidate, admit
 from common.domain.flow_spec import KEY, RATE, TENANT
@@ -98,74 +98,146 @@ class OperatorLimits:
 
 
 @dataclass(frozen=True)
+class Slots:
+    """The rows an admission writes, in the transaction that decided it.
+
+    A slot per key of each admitted attempt (rate keys too: they mark it admitted), a
+    start per rated key, and their waits gone. The engine writes them in its batch's
+    pipeline (``scheduler.engine.writer``), the beat at once (:meth:`write`).
+    """
+
+    slots: list[tuple[str, uuid.UUID, int, str, datetime]] = field(default_factory=list)
+    starts: list[tuple[str, datetime]] = field(default_factory=list)
+    admitted: list[uuid.UUID] = field(default_factory=list)
+
+    def write(self, cur: Connection[Any] | Cursor[Any]) -> None:
+        """One statement, none when nothing was admitted."""
+        if self.admitted:
+            cur.execute(TAKE_FLOW_SLOTS, [
+                *_columns(self.slots, 5), *_columns(self.starts, 2), self.admitted])
+
+    def __add__(self, other: Slots) -> Slots:
+        return Slots(self.slots + other.slots, self.starts + other.starts,
+                     self.admitted + other.admitted)
+
+
+@dataclass(frozen=True)
 class Admission:
-    """What a pass decided: who goes, and why each one looked at still waits."""
+    """What a pass decided: who goes, why each one looked at still waits, what to write.
+
+    ``waiting`` are the attempts of the pass's ``hold`` that wait (those already holding
+    every key they need go at once); ``take`` must be written in the same transaction.
+    """
 
     admitted: list[Admitted]
     waiting_for: dict[uuid.UUID, str]
-
-
-def hold(conn: Connection[Any], waiters: Iterable[Waiter], now: datetime) -> None:
-    """Record the waiters (one row per key; one held again keeps its place)."""
-    rows = [(need.key, w.task_run_id, w.run_id, w.task, w.attempt, w.tenant, w.priority,
-             need.limit, need.per_s, now) for w in waiters for need in w.needs]
-    if rows:
-        conn.execute(INSERT_FLOW_WAITERS, [list(column) for column in zip(*rows, strict=True)])
-
-
-def holding(
-    conn: Connection[Any], attempts: Mapping[uuid.UUID, int]
-) -> dict[uuid.UUID, set[str]]:
-    """The keys each of these attempts (task run: attempt) holds a slot of."""
-    held: dict[uuid.UUID, set[str]] = defaultdict(set)
-    if attempts:
-        for task_run_id, attempt, key in conn.execute(HELD_FLOW_SLOTS, (list(attempts),)):
-            if attempts[task_run_id] == attempt:
-                held[task_run_id].add(key)
-    return held
-
-
-def release(conn: Connection[Any], task_run_ids: list[uuid.UUID]) -> set[str]:
-    """Free the slots and forget the waits of attempts that ended; the keys they had."""
-    if not task_run_ids:
-        return set()
-    return {row[0] for row in conn.execute(RELEASE_FLOW, {"ids": task_run_ids})}
+    waiting: set[uuid.UUID] = field(default_factory=set)
+    take: Slots = field(default_factory=Slots)
 
 
 def admit_waiting(
-    conn: Connection[Any], keys: Iterable[str], limits: OperatorLimits, now: datetime,
-    turns: dict[str, str], *, per_tenant: int = PER_TENANT,
+    conn: Connection[Any], limits: OperatorLimits, now: datetime, turns: dict[str, str], *,
+    keys: Iterable[str] = (), release: Mapping[uuid.UUID, Sequence[KeyNeed]] | None = None,
+    hold: Sequence[Waiter] = (), per_tenant: int = PER_TENANT,
 ) -> Admission:
-    """Admit the waiters of ``keys`` that fit, taking their slots; ``turns`` carries on.
+    """Release, hold and admit on ``keys`` and the keys of ``release`` and ``hold``.
 
-    ``turns`` maps each key to the tenant served last on it (the caller keeps it);
-    ``per_tenant`` bounds the waiters of each tenant and key looked at.
+    ``release`` maps attempts that left flight to the keys they needed: their slots and
+    waits go. ``hold`` are dispatches that need keys: those not holding all of them wait.
+    Then the waiters of every key at stake are admitted as far as there is room; the
+    slots they take are in :attr:`Admission.take`, for the caller to write.
+
+    All of it is read in one round trip (the keys' locks first, so that every read sees
+    what the last admission on them committed). Only what that read could not foresee
+    costs another: a candidate's keys beyond those locked, a rate window nobody here
+    stated, a released slot of a key no longer limited.
+
+    ``turns`` maps each set of keys to the tenant served last on it (the caller keeps
+    it); ``per_tenant`` bounds the waiters of each tenant and key looked at.
     """
-    locked = sorted(set(keys))
-    if not locked:
-        return Admission([], {})
-    conn.execute(LOCK_FLOW_KEYS, (locked,))
-    rows = conn.execute(FLOW_CANDIDATES, (locked, per_tenant)).fetchall()
-    if not rows:
-        return Admission([], {})
-    waiters = {row[1]: row for row in rows}
+    release = release or {}
+    known = [n for ns in release.values() for n in ns] + [n for w in hold for n in w.needs]
+    locked = sorted(set(keys) | {n.key for n in known})
+    read = _Read.fetch(conn, locked, release, hold, windows=_windows(known, limits), now=now,
+                       per_tenant=per_tenant)
+    admission = _decide(conn, read, limits, now, turns)
+    extra = read.released - set(locked)
+    if not extra:
+        return admission
+    more = admit_waiting(conn, limits, now, turns, keys=extra, per_tenant=per_tenant)
+    return Admission(admission.admitted + more.admitted,
+                     {**admission.waiting_for, **more.waiting_for}, admission.waiting,
+                     admission.take + more.take)
+
+
+@dataclass
+class _Read:
+    """What the pipelined read of an admission found."""
+
+    locked: list[str]
+    released: set[str]
+    waiting: set[uuid.UUID]
+    rows: list[Any]
+    used: dict[str, int]
+    started: dict[str, int]
+    rated: dict[tuple[str, float], int]
+
+    @staticmethod
+    def fetch(
+        conn: Connection[Any], locked: list[str], release: Mapping[uuid.UUID, Sequence[KeyNeed]],
+        hold: Sequence[Waiter], *, windows: set[tuple[str, float]], now: datetime,
+        per_tenant: int,
+    ) -> _Read:
+        """Lock, release, hold, then read candidates and usage: one round trip."""
+        attempts = {w.task_run_id: w.attempt for w in hold}
+        with conn.pipeline():
+            if locked:
+                conn.execute(LOCK_FLOW_KEYS, (locked,))
+            released = conn.execute(RELEASE_FLOW, {"ids": list(release)}) if release else None
+            holding = conn.execute(HELD_FLOW_SLOTS, (list(attempts),)) if hold else None
+            if hold:
+                conn.execute(INSERT_FLOW_WAITERS, _waiter_columns(hold, now))
+            candidates = conn.execute(FLOW_CANDIDATES, (locked, per_tenant)) if locked else None
+            usage = conn.execute(FLOW_USAGE, (locked,)) if locked else None
+            rates = _rate_usage(conn, windows, now)
+        held: dict[uuid.UUID, set[str]] = defaultdict(set)
+        for task_run_id, attempt, key in holding.fetchall() if holding is not None else ():
+            if attempts[task_run_id] == attempt:
+                held[task_run_id].add(key)
+        used, started = _usage(usage.fetchall() if usage is not None else [])
+        return _Read(
+            locked,
+            {row[0] for row in released.fetchall()} if released is not None else set(),
+            {w.task_run_id for w in hold if not {n.key for n in w.needs} <= held[w.task_run_id]},
+            candidates.fetchall() if candidates is not None else [],
+            used, started, _rated(rates),
+        )
+
+
+def _decide(
+    conn: Connection[Any], read: _Read, limits: OperatorLimits, now: datetime,
+    turns: dict[str, str],
+) -> Admission:
+    """Which of the candidates read go (the pure core's answer), and why the rest wait."""
+    if not read.rows:
+        return Admission([], {}, read.waiting)
+    waiters = {row[1]: row for row in read.rows}
     needs = {tid: [KeyNeed(*need) for need in zip(row[8], row[9], row[10], strict=True)]
              for tid, row in waiters.items()}
-    usable = set(locked) | _try_lock(conn, {n.key for ns in needs.values() for n in ns}
-                                     - set(locked))
+    usable = set(read.locked) | _more_keys(conn, read, {n.key for ns in needs.values()
+                                                        for n in ns} - set(read.locked))
     candidates = [
         Candidate(id=tid, tenant=row[5], priority=row[6], order=row[7],
                   keys=tuple(n.key for n in needs[tid]))
         for tid, row in waiters.items() if all(n.key in usable for n in needs[tid])
     ]
-    room, started = _room(conn, needs, limits, now)
-    scope = ",".join(locked)
+    room = _room(conn, read, needs, limits, now)
+    scope = ",".join(read.locked)
     decided = admit(candidates, {k: max(0, r.free) for k, r in room.items()},
-                    limits.weights, started, turns.get(scope))
+                    limits.weights, read.started, turns.get(scope))
     if decided.last_turn is not None:
         turns[scope] = decided.last_turn
     chosen = [waiters[c.id] for c in decided.admitted]
-    _take_slots(conn, chosen, needs, now)
     for candidate in decided.admitted:
         for key in candidate.keys:
             if key in room:
@@ -173,6 +245,7 @@ def admit_waiting(
     return Admission(
         [Admitted(row[1], row[2], row[3], row[4]) for row in chosen],
         _reasons(waiters, needs, room, {row[1] for row in chosen}, usable),
+        read.waiting, _slots(chosen, needs, now),
     )
 
 
@@ -195,20 +268,64 @@ class _Room:
         return f"concurrency {name} {self.used}/{self.limit}"
 
 
-def _try_lock(conn: Connection[Any], keys: set[str]) -> set[str]:
+def _windows(known: Iterable[KeyNeed], limits: OperatorLimits) -> set[tuple[str, float]]:
+    """The rate windows to count starts in, as far as they are known before reading."""
+    windows = set()
+    for need in known:
+        per = limits.limits[need.key][1] if need.key in limits.limits else need.per_s
+        if per is not None:
+            windows.add((need.key, per))
+    return windows
+
+
+def _rate_usage(
+    conn: Connection[Any], windows: set[tuple[str, float]], now: datetime
+) -> Cursor[Any] | None:
+    if not windows:
+        return None
+    names, pers = zip(*sorted(windows), strict=True)
+    return conn.execute(FLOW_RATE_USAGE, (now, list(names), list(pers)))
+
+
+def _rated(cursor: Cursor[Any] | None) -> dict[tuple[str, float], int]:
+    """Starts in each window read: (key, window in seconds) to count."""
+    return {} if cursor is None else {(k, per): n for k, per, n in cursor.fetchall()}
+
+
+def _usage(rows: Iterable[tuple[str, str, int]]) -> tuple[dict[str, int], dict[str, int]]:
+    """Slots held by key, and by tenant on the keys read."""
+    used: dict[str, int] = defaultdict(int)
+    started: dict[str, int] = defaultdict(int)
+    for key, tenant, count in rows:
+        started[tenant] += count
+        used[key] += count
+    return used, started
+
+
+def _more_keys(conn: Connection[Any], read: _Read, keys: set[str]) -> set[str]:
+    """Candidates' keys beyond those locked: taken if free now, with their usage.
+
+    Never a wait (``pg_try_advisory_xact_lock``), so never a deadlock between passes;
+    a candidate with a key another pass holds is left for a later pass.
+    """
     taken = set()
     for key in sorted(keys):
         row = conn.execute(TRY_LOCK_FLOW_KEY, (key,)).fetchone()
         if row is not None and row[0]:
             taken.add(key)
+    if taken:
+        used, started = _usage(conn.execute(FLOW_USAGE, (sorted(taken),)).fetchall())
+        read.used.update(used)
+        for tenant, count in started.items():
+            read.started[tenant] = read.started.get(tenant, 0) + count
     return taken
 
 
 def _room(
-    conn: Connection[Any], needs: Mapping[uuid.UUID, list[KeyNeed]], limits: OperatorLimits,
-    now: datetime,
-) -> tuple[dict[str, _Room], dict[str, int]]:
-    """Each limited key's room, and each tenant's slots on the keys at stake.
+    conn: Connection[Any], read: _Read, needs: Mapping[uuid.UUID, list[KeyNeed]],
+    limits: OperatorLimits, now: datetime,
+) -> dict[str, _Room]:
+    """Each limited key's room: its limit less its slots (a rate's: less its starts).
 
     A key's limit is the operator's, else the lowest a waiting task states for it.
     """
@@ -216,32 +333,30 @@ def _room(
     for need in (n for ns in needs.values() for n in ns):
         if need.limit is not None and (need.key not in stated or need.limit < stated[need.key][0]):
             stated[need.key] = (need.limit, need.per_s)
-    at_stake = sorted({n.key for ns in needs.values() for n in ns})
+    at_stake = {n.key for ns in needs.values() for n in ns}
     bounds = {**stated, **{k: v for k, v in limits.limits.items() if k in at_stake}}
-    used: dict[str, int] = defaultdict(int)
-    started: dict[str, int] = defaultdict(int)
-    for key, tenant, count in conn.execute(FLOW_USAGE, (at_stake,)):
-        started[tenant] += count
-        used[key] += count
-    rated = {k: v for k, v in bounds.items() if v[1] is not None}
-    if rated:
-        names = sorted(rated)
-        per = [rated[k][1] for k in names]
-        used.update(conn.execute(FLOW_RATE_USAGE, (now, names, per)).fetchall())
-    return {k: _Room(v[0], int(used[k]), v[1]) for k, v in bounds.items()}, dict(started)
+    windows = {(k, per) for k, (_, per) in bounds.items() if per is not None}
+    unread = windows - read.rated.keys()
+    if unread:
+        read.rated.update(_rated(_rate_usage(conn, unread, now)))
+    return {k: _Room(limit, read.rated[(k, per)] if per is not None else read.used.get(k, 0),
+                     per) for k, (limit, per) in bounds.items()}
 
 
-def _take_slots(
-    conn: Connection[Any], chosen: list[Any], needs: Mapping[uuid.UUID, list[KeyNeed]],
-    now: datetime,
-) -> None:
-    """Slots for every key of the admitted (rate keys mark them admitted), their starts."""
-    if not chosen:
-        return
-    slots = [(n.key, row[1], row[4], row[5], now) for row in chosen for n in needs[row[1]]]
-    starts = [(n.key, now) for row in chosen for n in needs[row[1]] if n.key.startswith(RATE)]
-    conn.execute(TAKE_FLOW_SLOTS, [
-        *_columns(slots, 5), *_columns(starts, 2), [row[1] for row in chosen]])
+def _slots(chosen: list[Any], needs: Mapping[uuid.UUID, list[KeyNeed]], now: datetime) -> Slots:
+    """The rows the admitted take (``Slots``)."""
+    return Slots(
+        [(n.key, row[1], row[4], row[5], now) for row in chosen for n in needs[row[1]]],
+        [(n.key, now) for row in chosen for n in needs[row[1]] if n.key.startswith(RATE)],
+        [row[1] for row in chosen],
+    )
+
+
+def _waiter_columns(waiters: Iterable[Waiter], now: datetime) -> list[list[Any]]:
+    """The waiters' rows (one per key) as one list per column."""
+    rows = [(need.key, w.task_run_id, w.run_id, w.task, w.attempt, w.tenant, w.priority,
+             need.limit, need.per_s, now) for w in waiters for need in w.needs]
+    return _columns(rows, 10)
 
 
 def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
