@@ -18,13 +18,17 @@ Servers: ``STELLWERK_BENCH_DATABASE_URL`` / ``STELLWERK_BENCH_REDIS_URL`` or emb
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import psutil
 import psycopg
 import redis
 
@@ -81,14 +85,33 @@ class Bench:
             return [row[0] for row in rows]
 
 
-def fan_out(bench: Bench, procs: Processes, spec: JobSpec) -> tuple[float, float]:
-    """Tasks/s of one fan-out run and the engine's CPU ms per task."""
+@dataclass(frozen=True)
+class FanOut:
+    """One fan-out run: tasks/s, the engine's CPU ms a task, how busy the machine was."""
+
+    rate: float
+    engine_ms: float
+    busy: float
+
+
+def fan_out(bench: Bench, procs: Processes, spec: JobSpec) -> FanOut:
+    """Run one fan-out job from its submit to its end."""
     n = len(spec.tasks)
     before = procs.cpu_seconds()["engine"]
+    machine = psutil.cpu_times()
     start = time.perf_counter()
     bench.wait(bench.submit(spec), 1800)
     elapsed = time.perf_counter() - start
-    return n / elapsed, 1000 * (procs.cpu_seconds()["engine"] - before) / n
+    return FanOut(n / elapsed, 1000 * (procs.cpu_seconds()["engine"] - before) / n,
+                  busy_since(machine))
+
+
+def busy_since(before: Any) -> float:
+    """The share of all cores busy since ``before`` (``psutil.cpu_times()``), in percent."""
+    now = psutil.cpu_times()
+    idle = now.idle - before.idle
+    total = sum(now) - sum(before)
+    return 100 * (1 - idle / total) if total > 0 else 0.0
 
 
 def fairness(bench: Bench, limit: int) -> None:
@@ -104,8 +127,8 @@ def fairness(bench: Bench, limit: int) -> None:
     a_started = sum(1 for at in bench.starts(big) if at is not None and at <= last_b)
     waits = [(at - submitted).total_seconds() * 1000 for at in b_starts]
     bench.wait(big, 1800)
-    print(f"fairness: tenant B's 20 tasks started {percentile(waits, 50):.0f} ms (p50) / "
-          f"{percentile(waits, 99):.0f} ms (p99) after their submit; tenant A had "
+    print(f"fairness: tenant B's 20 tasks started {percentile(waits, 0.5):.0f} ms (p50) / "
+          f"{percentile(waits, 0.99):.0f} ms (p99) after their submit; tenant A had "
           f"{a_started} of 5000 started by then ({100 * a_started / 5000:.1f}%, target < 50%)")
 
 
@@ -120,18 +143,22 @@ def main() -> None:
         start_stellwerk(procs, database_url, redis_url)
         bench = Bench(database_url, redis_url)
         bench.wait(bench.submit(fan_spec(2)), 120)  # warm-up
+        print(f"load average {os.getloadavg()[0]:.2f} before the first pair")
         ratios = []
         for pair in range(args.pairs):
-            free, free_cpu = fan_out(bench, procs, fan_spec(args.tasks))
+            free = fan_out(bench, procs, fan_spec(args.tasks))
             key = f"bench-{uuid.uuid4().hex[:6]}"
-            limited, limited_cpu = fan_out(bench, procs, fan_spec(
+            limited = fan_out(bench, procs, fan_spec(
                 args.tasks, concurrency=[{"key": key, "limit": args.limit}]))
-            ratios.append(limited / free)
-            print(f"pair {pair + 1}: no limit {free:.0f} tasks/s (engine {free_cpu:.2f} ms "
-                  f"CPU a task), limit {args.limit}: {limited:.0f} tasks/s (engine "
-                  f"{limited_cpu:.2f} ms); ratio {limited / free:.2f} (target >= 0.8); "
-                  f"limit check {limited_cpu - free_cpu:+.2f} ms engine CPU a task")
-        print(f"ratios: {', '.join(f'{r:.2f}' for r in ratios)}")
+            ratios.append(limited.rate / free.rate)
+            print(f"pair {pair + 1}: no limit {free.rate:.0f} tasks/s (engine "
+                  f"{free.engine_ms:.2f} ms CPU a task, machine {free.busy:.0f}% busy), "
+                  f"limit {args.limit}: {limited.rate:.0f} tasks/s (engine "
+                  f"{limited.engine_ms:.2f} ms, machine {limited.busy:.0f}% busy); ratio "
+                  f"{ratios[-1]:.2f} (target >= 0.8); limit check "
+                  f"{limited.engine_ms - free.engine_ms:+.2f} ms engine CPU a task")
+        print(f"ratios: {', '.join(f'{r:.2f}' for r in ratios)}; "
+              f"median {statistics.median(ratios):.2f}")
         fairness(bench, args.limit)
 
 

@@ -233,6 +233,10 @@ INSERT_FIRES = (
 )
 
 
+# Ends the engine's writes in their own pipeline (``scheduler.engine.writer``).
+COMMIT = "COMMIT"
+
+
 # ---- Flow control (issue 16): scheduler.services.flow_admission ----
 
 READ_FLOW_LIMITS = 'SELECT key, "limit", per_s, weight FROM flow_limits'

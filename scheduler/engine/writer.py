@@ -25,6 +25,7 @@ from common.persistence.notify_events import events_json
 from common.persistence.outbox import enqueue_on, forget, written_ids
 from common.persistence.queries import (
     CLAIM_MESSAGES,
+    COMMIT,
     INSERT_JOURNAL,
     INSERT_LOG,
     RECORD_NOTIFY_EVENTS,
@@ -49,11 +50,16 @@ def write(
     session: Session, runs: list[RunRecord], rows: Rows, messages: list[Outgoing],
     published: list[int],
 ) -> list[int]:
-    """Persist every row of the batch and its ``messages``; forget ``published`` rows.
+    """Persist every row of the batch and its ``messages``, forget ``published`` rows, commit.
 
     Returns the ids of the outbox rows written, in the order of ``messages``.
     The batch's notify events go into one ``notify_events`` row (each run's in order),
     in the same pipeline: one statement more, no round trip more.
+
+    The ``COMMIT`` ends the same pipeline, which saves the round trip of a commit of its
+    own; the session's commit that follows finds the connection idle and sends nothing
+    (psycopg does not). Any statement that failed aborts the rest of the pipeline, the
+    ``COMMIT`` with it, and the caller's session rolls back as before.
     """
     conn = driver(session)
     outbox = conn.cursor()
@@ -74,6 +80,7 @@ def write(
         rows.flow.write(cur)
         if messages:  # the outbox's own statement (common.persistence.outbox), one for all
             enqueue_on(outbox, messages)
+        cur.execute(COMMIT)
     with outbox:
         return written_ids(outbox) if messages else []
 

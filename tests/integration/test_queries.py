@@ -19,7 +19,8 @@ from common.persistence import queries
 from scheduler.engine.rows import RunUpdate, TaskRunUpdate
 from scheduler.engine.writer import update_statement
 
-NOT_STATEMENTS = {"NOTIFY_CHANNEL"}
+# A channel name, and a command that PREPARE does not take.
+NOT_STATEMENTS = {"NOTIFY_CHANNEL", "COMMIT"}
 
 
 def statements() -> Iterator[tuple[str, str]]:
