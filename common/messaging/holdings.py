@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 import redis
+from redis.client import Pipeline
 
 from common.messaging.claims import claim, hand_back
 from common.messaging.epoch import current_epoch
@@ -58,10 +59,15 @@ def acknowledge(client: redis.Redis, committed: Mapping[str, Sequence[str]]) -> 
     if not committed:
         return
     with client.pipeline(transaction=False) as pipe:
-        for worker, message_ids in committed.items():
-            pipe.sadd(acks_key(worker), *message_ids)
-            pipe.expire(acks_key(worker), ACK_TTL)
+        acknowledge_on(pipe, committed)
         pipe.execute()
+
+
+def acknowledge_on(pipe: Pipeline, committed: Mapping[str, Sequence[str]]) -> None:
+    """:func:`acknowledge`, added to a pipeline that carries other commands too."""
+    for worker, message_ids in committed.items():
+        pipe.sadd(acks_key(worker), *message_ids)
+        pipe.expire(acks_key(worker), ACK_TTL)
 
 
 @dataclass

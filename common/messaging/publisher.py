@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import redis
+from redis.client import Pipeline
 
 from common.messaging.wire import envelope
 
@@ -47,7 +48,17 @@ class Publisher:
             self._client.lpush(*items[0])
         elif items:
             with self._client.pipeline(transaction=False) as pipe:
-                for queue, body in items:
-                    pipe.lpush(queue, body)
+                _push(pipe, items)
                 pipe.execute()
         return len(items)
+
+    @staticmethod
+    def push(pipe: Pipeline, messages: Iterable[Outgoing]) -> None:
+        """Add every message to ``pipe``, in order: sent with the pipeline's other commands."""
+        _push(pipe, [(m.queue, envelope(m.queue, m.task_name, m.payload, m.task_id))
+                     for m in messages])
+
+
+def _push(pipe: Pipeline, items: Iterable[tuple[str, str]]) -> None:
+    for queue, body in items:
+        pipe.lpush(queue, body)

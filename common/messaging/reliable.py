@@ -23,9 +23,10 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import redis
+from redis.client import Pipeline
 
 log = logging.getLogger(__name__)
 
@@ -109,9 +110,19 @@ class BatchReader:
             return []
         return list(self._take(keys=[*self._queues, self._processing], args=[limit]))
 
-    def ack(self) -> None:
-        """Forget the batch taken last: its effects are committed."""
-        self._client.delete(self._processing)
+    def ack(self, first: Callable[[Pipeline], object] | None = None) -> None:
+        """Forget the batch taken last: its effects are committed.
+
+        ``first`` adds the commands that must go out before (what the batch sends):
+        they and the acknowledgement take one round trip together.
+        """
+        if first is None:
+            self._client.delete(self._processing)
+            return
+        with self._client.pipeline(transaction=False) as pipe:
+            first(pipe)
+            pipe.delete(self._processing)
+            pipe.execute()
 
     def requeue(self) -> None:
         """Put the batch taken last back at the head of its queues, for a later try."""

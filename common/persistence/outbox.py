@@ -35,6 +35,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from psycopg import Cursor
+from redis.client import Pipeline
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.messaging.bundling import bundle_dispatches
@@ -174,6 +175,10 @@ class OutboxRelay:
             Deferred(r[0], r[5], _from_row(r)) for r in rows if r[5] is not None and r[5] > now
         ]
         return _Relayed(len(due), deferred)
+
+    def push(self, pipe: Pipeline, messages: Sequence[Outgoing]) -> None:
+        """:meth:`publish_written`, added to a pipeline that carries other commands too."""
+        self._publisher.push(pipe, bundle_dispatches(messages, self._bundle_size))
 
     def _publish(self, messages: Sequence[Outgoing]) -> None:
         """The one way out: dispatches bundled per queue, every message in order."""

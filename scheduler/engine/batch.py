@@ -16,12 +16,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from redis.client import Pipeline
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.domain.machine import Refused
 from common.domain.states import RUN_TERMINAL, TaskState
-from common.messaging.holdings import is_outcome
+from common.messaging.holdings import acknowledge_on, is_outcome
 from common.messaging.messages import Activation, TaskResult
+from common.messaging.publisher import Outgoing
 from common.persistence.outbox import OutboxRelay, forget_published
 from scheduler.engine.applying import Applying
 from scheduler.engine.flow_gate import FlowGate
@@ -45,6 +47,8 @@ class BatchOutcome:
     # Outcome message ids committed (or found committed before), by the worker that sent
     # them: it keeps each until acknowledged (``common.messaging.holdings``).
     outcomes: dict[str, list[str]] = field(default_factory=dict)
+    # What the batch sends once committed: its outbox rows' messages, in order.
+    messages: list[Outgoing] = field(default_factory=list)
 
 
 class BatchApplier:
@@ -66,6 +70,26 @@ class BatchApplier:
 
     def apply(self, batch: Sequence[Incoming]) -> BatchOutcome:
         """Apply, commit, then relay the outbox rows the batch wrote."""
+        outcome = self.commit(batch)
+        self._relay.publish_written(outcome.messages)
+        self.sent(outcome)
+        return outcome
+
+    def send(self, pipe: Pipeline, outcome: BatchOutcome) -> None:
+        """Add what a committed batch sends to ``pipe``.
+
+        Its messages, then the acknowledgement of the outcomes it committed (workers
+        keep them until then).
+        """
+        self._relay.push(pipe, outcome.messages)
+        acknowledge_on(pipe, outcome.outcomes)
+
+    def sent(self, outcome: BatchOutcome) -> None:
+        """The batch's messages are out: their rows go in the next transaction."""
+        self._published = outcome.outbox_ids
+
+    def commit(self, batch: Sequence[Incoming]) -> BatchOutcome:
+        """Apply and commit; send nothing (:meth:`send`, then :meth:`sent`)."""
         records: dict[uuid.UUID, RunRecord] = {}
         try:
             with self._sessions.begin() as session:
@@ -85,10 +109,8 @@ class BatchApplier:
             raise
         self._published = []
         self._keep(records.values())
-        self._relay.publish_written(written.messages)
-        self._published = written.outbox_ids
         return BatchOutcome(len(todo), len(batch) - len(todo), written.outbox_ids,
-                            written.stops, _outcomes(batch))
+                            written.stops, _outcomes(batch), written.messages)
 
     def flush(self) -> None:
         """Delete the rows of what was published last; called when the queues are idle."""

@@ -218,7 +218,9 @@ class EngineConsumer:
         if outcome is None:  # stopped while PostgreSQL was down: the batch goes back
             self._requeue_owed = True
             return
-        self._reader.ack()
+        # One round trip: the batch's messages, its outcomes acknowledged, the batch acked.
+        self._reader.ack(first=lambda pipe: self._applier.send(pipe, outcome))
+        self._applier.sent(outcome)
         self._account(outcome, len(raws), started)
 
     def _apply_held(self, batch: Sequence[Incoming]) -> BatchOutcome | None:
@@ -230,7 +232,7 @@ class EngineConsumer:
         """
         while not self.stopping.is_set():
             try:
-                outcome = self._applier.apply(batch)
+                outcome = self._applier.commit(batch)
             except Exception as error:
                 if not database_unreachable(error):
                     raise

@@ -11,7 +11,6 @@ from sqlalchemy.orm import Session, sessionmaker
 from common.config import Settings
 from common.health import health_dir
 from common.messaging.celery_app import make_celery
-from common.messaging.holdings import acknowledge
 from common.messaging.loop_timings import LoopTimings
 from common.messaging.messages import utcnow
 from common.messaging.publisher import Publisher
@@ -40,7 +39,6 @@ def build_consumer(settings: Settings) -> EngineConsumer:
 
     def after_batch(outcome: BatchOutcome) -> None:
         stopper.stop(outcome.stops)
-        acknowledge(client, outcome.outcomes)  # workers keep them until then
 
     reader = BatchReader(client, ENGINE_QUEUES, owner=f"engine:{default_owner()}")
     return EngineConsumer(
