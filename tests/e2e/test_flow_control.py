@@ -91,25 +91,31 @@ def test_a_rate_of_ten_per_five_seconds_is_kept(
 def test_a_high_priority_task_starts_before_the_low_priority_backlog(
     api: httpx.Client, second_engine_and_worker: None,
 ) -> None:
+    """One of 500 waiting may have been let go as the urgent one was submitted; no more."""
     limit = [{"key": key(), "limit": 1}]
-    low = submit(api, fan("backlog", 100, concurrency=limit, priority=0))
+    low = submit(api, fan("backlog", 500, concurrency=limit, priority=0))
     wait_started(api, low["run_id"])
     high = submit(api, fan("urgent", 1, concurrency=limit, priority=9))
-    urgent = starts(wait_run(api, high["run_id"], timeout_s=120))[0]
-    backlog = starts(wait_run(api, low["run_id"], timeout_s=120))
-    assert sum(1 for t in backlog if t > urgent) >= 90, (urgent, backlog[:12])
+    started_then = len(starts_so_far(api, low["run_id"]))
+    urgent = starts(wait_run(api, high["run_id"], timeout_s=60))[0]
+    backlog = starts_so_far(api, low["run_id"])
+    api.post(f"/runs/{low['run_id']}/cancel")
+    assert started_then < 100, "the backlog ran too fast to be one"
+    assert sum(1 for t in backlog if t < urgent) <= started_then + 1, (urgent, backlog[-5:])
 
 
 def test_a_small_tenant_is_not_held_behind_a_big_ones_backlog(
     api: httpx.Client, second_engine_and_worker: None,
 ) -> None:
+    """Tenant B's 20 tasks all start before tenant A's 5,000 are half started."""
     limit = [{"key": key(), "limit": 3}]
-    big = submit(api, {**fan("big", 300, concurrency=limit), "tenant": "big-co"})
-    wait_started(api, big["run_id"])
+    big = submit(api, {**fan("big", 5000, concurrency=limit), "tenant": "big-co"})
+    wait_started(api, big["run_id"], timeout_s=60)
     small = submit(api, {**fan("small", 20, concurrency=limit), "tenant": "small-co"})
     last_small = starts(wait_run(api, small["run_id"], timeout_s=120))[-1]
-    big_starts = starts(wait_run(api, big["run_id"], timeout_s=300))
-    assert sum(1 for t in big_starts if t <= last_small) < 150
+    big_starts = starts_so_far(api, big["run_id"])
+    api.post(f"/runs/{big['run_id']}/cancel")
+    assert sum(1 for t in big_starts if t <= last_small) < 2500, len(big_starts)
 
 
 def test_limits_are_set_and_listed_from_the_cli_and_a_held_task_says_why(
@@ -124,6 +130,8 @@ def test_limits_are_set_and_listed_from_the_cli_and_a_held_task_says_why(
         run = wait_run_until(api, job["run_id"], lambda r: any(
             t.get("waiting_for") == f"concurrency {name} 1/1" for t in r["tasks"]))
         assert run["state"] == "ACTIVE"
+        shown = cli(system, "show", job["run_id"])
+        assert f"concurrency {name} 1/1" in " ".join(shown.stdout.split()), shown.stdout
         listed = cli(system, "limit", "list")
         assert name in listed.stdout and "1" in listed.stdout
     finally:
@@ -131,8 +139,16 @@ def test_limits_are_set_and_listed_from_the_cli_and_a_held_task_says_why(
     assert wait_run(api, job["run_id"], timeout_s=60)["state"] == "COMPLETED"
 
 
-def wait_started(api: httpx.Client, run_id: str) -> None:
-    wait_run_until(api, run_id, lambda run: any(t.get("started_at") for t in run["tasks"]))
+def wait_started(api: httpx.Client, run_id: str, timeout_s: float = 30) -> None:
+    wait_run_until(api, run_id, lambda run: any(t.get("started_at") for t in run["tasks"]),
+                   timeout_s=timeout_s)
+
+
+def starts_so_far(api: httpx.Client, run_id: str) -> list[datetime]:
+    """The start times of the run's tasks that have started, in order."""
+    run = api.get(f"/runs/{run_id}").json()
+    return sorted(datetime.fromisoformat(t["started_at"]) for t in run["tasks"]
+                  if t.get("started_at"))
 
 
 def test_a_job_capped_at_one_unfinished_run_runs_them_one_after_another(

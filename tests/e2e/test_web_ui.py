@@ -280,6 +280,37 @@ def test_a_task_of_a_type_no_worker_serves_says_so_on_the_run_page(
     expect(row.locator(".waiting")).to_have_text(f"no worker serves type {lonely!r}")
 
 
+def test_a_task_flow_control_holds_back_says_why_on_the_run_page(
+    page: Page, system: System, artifacts: Path,
+) -> None:
+    """Issue 16: a held task's reason (``waiting_for``) on the run page, as in the API."""
+    key = f"db-{uuid.uuid4().hex[:6]}"
+    limit = [{"key": key, "limit": 1}]
+    with system.client() as api:
+        job = submit(api, {"name": f"ui-held-{key}", "tasks": [
+            {"name": name, "type": "sleep", "params": {"seconds": 3}, "concurrency": limit}
+            for name in ("first", "second")]})
+        held = wait_held(api, job["run_id"])
+    log_in(page, system, ADMIN_TOKEN)
+    page.goto(ui_url(system) + f"#/runs/{job['run_id']}")
+    row = page.locator(f'table.tasks tr[data-task="{held}"]')
+    expect(row.locator(".waiting")).to_have_text(f"concurrency {key} 1/1")
+    page.screenshot(path=str(artifacts / "run-held-by-flow-control.png"), full_page=True)
+
+
+def wait_held(api: httpx.Client, run_id: str, timeout_s: float = 30) -> str:
+    """The name of the run's first task that flow control holds back."""
+    import time
+
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        for task in api.get(f"/runs/{run_id}").json()["tasks"]:
+            if task["state"] == "READY" and task.get("waiting_for"):
+                return str(task["name"])
+        time.sleep(0.1)
+    raise AssertionError(f"no task of run {run_id} was held back")
+
+
 def wait_task_state(
     api: httpx.Client, run_id: str, task: str, state: str, timeout_s: float = 60
 ) -> None:
