@@ -24,6 +24,7 @@ import os
 import socket
 import sys
 import time
+import uuid
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -78,7 +79,9 @@ class Recorder:
 async def client_loop(recorder: Recorder, until: float) -> None:
     """Create, read, list until ``until``."""
     while time.monotonic() < until:
-        created = await recorder.call("create", "POST", "/jobs", json=JOB)
+        # A name of its own: a name names one job of its tenant (issue 17).
+        named = {**JOB, "name": f"load-{uuid.uuid4().hex}"}
+        created = await recorder.call("create", "POST", "/jobs", json=named)
         if created is not None:
             await recorder.call("read", "GET", f"/jobs/{created['id']}")
         await recorder.call("list", "GET", "/jobs", params={"limit": "20"})

@@ -81,13 +81,13 @@ def fan_spec(n: int) -> JobSpec:
         {"name": "start", "type": "noop", "next": [f"t{i}" for i in range(n)]}]
     tasks += [{"name": f"t{i}", "type": "noop", "next": ["join"]} for i in range(n)]
     tasks.append({"name": "join", "type": "noop"})
-    return JobSpec.model_validate({"name": f"fan-{n}", "tasks": tasks})
+    return JobSpec.model_validate({"name": f"fan-{n}-{uuid.uuid4().hex[:6]}", "tasks": tasks})
 
 
 def chain_spec(n: int) -> JobSpec:
     tasks = [{"name": f"c{i:03d}", "type": "noop", "next": [f"c{i + 1:03d}"] if i < n - 1 else []}
              for i in range(n)]
-    return JobSpec.model_validate({"name": f"chain-{n}", "tasks": tasks})
+    return JobSpec.model_validate({"name": f"chain-{n}-{uuid.uuid4().hex[:6]}", "tasks": tasks})
 
 
 def run_job(database_url: str, redis_url: str, spec: JobSpec,

@@ -9,12 +9,22 @@ flag (``commit`` ends a draft) and ``storage`` (the runs' data) cannot be patche
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
-from common.domain.spec import JobSpec, Schedule, Strict, TaskDefaults, TaskSpec
+from common.domain.spec import (
+    MAX_TASKS,
+    Instant,
+    JobSpec,
+    NotNegative,
+    Positive,
+    Schedule,
+    ShortText,
+    Strict,
+    TaskDefaults,
+    TaskSpec,
+)
 from common.domain.webservice import WebServiceSettings
 
 # What the engine reads of a job while a run goes on (``JobStructure``): changing one of
@@ -26,33 +36,61 @@ DEFINITION_FIELDS = frozenset({
 # Fields whose change rewrites the task rows (effective settings are stored per task,
 # and so is the binding of a task of a registered worker type).
 TASK_FIELDS = frozenset({"tasks", "task_defaults", "priority", "webservice"})
+# The fields a spec may hold null in (so a PATCH may set them to null).
+NULLABLE = frozenset({
+    "secure_params", "timeout", "catchup_window", "max_active_runs", "suspend_at",
+    "suspend_after", "late_after", "webservice",
+})
+
+
+def _no_null_where_the_spec_has_none(schema: dict[str, Any]) -> None:
+    """The published schema of a PATCH: ``null`` only where the spec has one.
+
+    A field left out is kept; a field set to null must be one the spec may hold null
+    in, else the merged spec is refused. Validation keeps ``X | None`` (one plain error
+    per field); the schema drops the ``null`` that would be refused, so a request the
+    schema allows is one the merge takes.
+    """
+    for name, prop in schema.get("properties", {}).items():
+        variants = prop.get("anyOf")
+        if name in NULLABLE or not variants:
+            continue
+        kept = [v for v in variants if v != {"type": "null"}]
+        del prop["anyOf"]
+        if prop.get("default", 0) is None:
+            del prop["default"]
+        prop.update(kept[0] if len(kept) == 1 else {"anyOf": kept})
 
 
 class JobPatch(Strict):
-    """The fields of a job spec a ``PATCH`` may change; all optional."""
+    """The fields of a job spec a ``PATCH`` may change; all optional, with its constraints."""
 
-    name: str | None = None
+    model_config = ConfigDict(json_schema_extra=_no_null_where_the_spec_has_none)
+
+    name: Annotated[str, Field(min_length=1, max_length=200)] | None = None
     description: str | None = None
-    type: str | None = None
-    owner: str | None = None
+    type: ShortText | None = None
+    owner: ShortText | None = None
     labels: dict[str, str] | None = None
-    priority: int | None = None
+    priority: Annotated[int, Field(ge=0, le=9)] | None = None
     params: dict[str, Any] | None = None
     secure_params: dict[str, Any] | None = None
-    tasks: list[TaskSpec] | None = Field(default=None, description="The whole new graph.")
+    tasks: Annotated[list[TaskSpec], Field(min_length=1, max_length=MAX_TASKS)] | None = Field(
+        default=None, description="The whole new graph.")
     schedule: Schedule | None = None
     canary: bool | None = None
-    failure_threshold: float | None = None
-    timeout: timedelta | None = None
+    failure_threshold: Annotated[float, Field(ge=0.0, le=1.0)] | None = None
+    timeout: Positive | None = None
     task_defaults: TaskDefaults | None = None
     enabled: bool | None = None
     catchup: Literal["none", "latest", "all"] | None = None
-    catchup_window: timedelta | None = None
+    catchup_window: NotNegative | None = None
     overlap: Literal["allow", "skip", "buffer_one", "cancel_previous"] | None = None
-    suspend_at: datetime | None = None
-    suspend_after: timedelta | None = None
+    max_active_runs: int | None = Field(default=None, ge=1, le=100_000)
+    suspend_at: Instant | None = None
+    suspend_after: Positive | None = None
     auto_resume: bool | None = None
-    late_after: timedelta | None = None
+    late_after: NotNegative | None = None
     webservice: WebServiceSettings | None = None
 
     def given(self) -> frozenset[str]:

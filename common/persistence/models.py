@@ -83,6 +83,8 @@ class Job(Base):
             "ix_jobs_next_fire_at", "next_fire_at",
             postgresql_where=text("next_fire_at IS NOT NULL"),
         ),
+        # A name names one job of its tenant (issue 17: jobs addressed by name).
+        Index("uq_jobs_tenant_name", "tenant", "name", unique=True),
     )
 
 

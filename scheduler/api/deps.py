@@ -6,8 +6,9 @@ from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from email.message import Message
 from typing import Annotated
+from uuid import UUID
 
-from fastapi import Depends, Request
+from fastapi import Depends, Path, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy.orm import Session
 
@@ -15,6 +16,7 @@ from scheduler.api.auth import Principal
 from scheduler.api.errors import Unauthorized, UnsupportedMediaType
 from scheduler.api.resources import Resources
 from scheduler.services.access import Scope, require_scope
+from scheduler.services.job_names import job_id_of
 
 # Stateless: it only reads the header and documents the scheme in OpenAPI. Errors are
 # raised by ``get_principal`` so that they come out as problem+json like all others.
@@ -96,3 +98,16 @@ def require_json(request: Request) -> None:
     ):
         declared = request.headers.get("content-type") or "none"
         raise UnsupportedMediaType(f"the body must be application/json (got {declared})")
+
+
+def job_ref(
+    job_id: Annotated[str, Path(
+        min_length=1, max_length=200, description="The job's id, or its name in its tenant.",
+    )],
+    session: SessionDep, principal: PrincipalDep,
+) -> UUID:
+    """The id of the job the path names by id or by name (issue 17)."""
+    return job_id_of(session, job_id, principal.tenant)
+
+
+JobIdDep = Annotated[UUID, Depends(job_ref)]

@@ -389,3 +389,22 @@ def _worker(record: Any) -> WorkerPublic | None:
         return WorkerPublic.model_validate({**record, "types": worker_types(record)})
     except (ValidationError, TypeError):
         return None
+
+
+class ChangePublic(Public):
+    """One difference between a job and the spec applied to it (secrets sealed)."""
+
+    path: str = Field(description="A field (`schedule`) or a task's (`tasks.fetch.params`).")
+    before: Any = Field(default=None, description="Absent for what is added.")
+    after: Any = Field(default=None, description="Absent for what is removed.")
+
+
+class JobApplied(Public):
+    """What ``PUT /jobs/{name}`` did, or would do in a dry run."""
+
+    action: Literal["created", "updated", "unchanged"]
+    dry_run: bool
+    changes: list[ChangePublic]
+    job: JobPublic | None = Field(default=None, description="The job now (none in a dry "
+                                  "run that would create it).")
+    run_id: UUID | None = Field(default=None, description="A one-off job's new run.")

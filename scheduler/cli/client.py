@@ -1,8 +1,10 @@
 """Talking to the REST API from the client commands: connection options, calls, errors.
 
+The API's URL comes from ``--api-url``, else ``STELLWERK_API_URL``, else the URL a
+running ``stellwerk up`` wrote to ``<data-dir>/api-url``, else http://127.0.0.1:8080.
 The token comes from ``--token``, else ``STELLWERK_TOKEN``, else the admin token that
-``stellwerk up`` stored in ``<data-dir>/admin-token`` (so on the machine running ``up``
-the client commands work without any setup).
+``stellwerk up`` stored in ``<data-dir>/admin-token``. So on the machine running ``up``
+the client commands work without any setup, whatever port it serves on.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import typer
 from common.config import load_settings
 from scheduler.cli.admin_token import read_admin_token
 from scheduler.cli.errors import CliError
+from scheduler.cli.served_url import read_served_url, served_url_path
 
 API_PREFIX = "/api/v1"
 
@@ -26,7 +29,8 @@ ApiUrlOption = Annotated[
     str | None,
     typer.Option(
         "--api-url",
-        help="Base URL of the Stellwerk API (default: $STELLWERK_API_URL or http://127.0.0.1:8080).",
+        help="Base URL of the Stellwerk API (default: $STELLWERK_API_URL, else the URL a "
+        "running `stellwerk up` wrote to <data-dir>/api-url, else http://127.0.0.1:8080).",
         show_default=False,
     ),
 ]
@@ -51,10 +55,11 @@ DataDirOption = Annotated[
 
 @dataclass(frozen=True)
 class Connection:
-    """Where the API is and which token to send."""
+    """Where the API is, which token to send, and where the URL came from (for errors)."""
 
     api_url: str
     token: str | None
+    url_from: str = "--api-url"
 
     @property
     def base_url(self) -> str:
@@ -66,11 +71,19 @@ class Connection:
 def resolve_connection(api_url: str | None, token: str | None, data_dir: Path | None) -> Connection:
     """Fill what the options left out from the environment, then from the data dir."""
     settings = load_settings()
+    data_dir = data_dir or settings.data_dir
     if token is None and settings.token is not None:
         token = settings.token.get_secret_value()
     if token is None:
-        token = read_admin_token(data_dir or settings.data_dir)
-    return Connection(api_url or settings.api_url, token)
+        token = read_admin_token(data_dir)
+    if api_url is not None:
+        return Connection(api_url, token)
+    if "api_url" in settings.model_fields_set:
+        return Connection(settings.api_url, token, "STELLWERK_API_URL")
+    served = read_served_url(data_dir)
+    if served is not None:
+        return Connection(served, token, str(served_url_path(data_dir)))
+    return Connection(settings.api_url, token, "the default")
 
 
 @contextmanager
@@ -80,7 +93,15 @@ def api_client(connection: Connection) -> Iterator[httpx.Client]:
     if connection.token:
         headers["Authorization"] = f"Bearer {connection.token}"
     with httpx.Client(base_url=connection.base_url, headers=headers, timeout=30.0) as http:
-        yield http
+        try:
+            yield http
+        except Unreachable as error:
+            raise CliError(f"{error} (the URL is {connection.url_from}'s); is `stellwerk up` "
+                           "running? Elsewhere pass --api-url or set STELLWERK_API_URL") from error
+
+
+class Unreachable(CliError):
+    """No answer from the API's address: a connection refused, a name unknown, a timeout."""
 
 
 def call(http: httpx.Client, method: str, path: str, body: object = None) -> dict[str, Any]:
@@ -88,7 +109,7 @@ def call(http: httpx.Client, method: str, path: str, body: object = None) -> dic
     try:
         response = http.request(method, path, json=body)
     except httpx.HTTPError as error:
-        raise CliError(f"cannot reach the API at {http.base_url}: {error}") from error
+        raise Unreachable(f"cannot reach the API at {http.base_url}: {error}") from error
     if response.is_error:
         raise CliError(problem_message(response))
     if response.status_code == 204:  # done, nothing to say (e.g. DELETE)

@@ -29,7 +29,7 @@ from scheduler.cli.tables import FittedTable, LeaveOut, Squeeze
 from scheduler.cli.views import format_time, state_text
 
 PANEL = "Client"
-JobArgument = Annotated[str, typer.Argument(help="The job's id.", show_default=False)]
+JobArgument = Annotated[str, typer.Argument(help="The job's id or name.", show_default=False)]
 
 
 def register(app: typer.Typer) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import typer
 
 from scheduler.cli import (
+    apply,
     components,
     control,
     health,
@@ -36,6 +37,7 @@ def build_app() -> typer.Typer:
     up.register(app)
     runs.register(app)
     jobs.register(app)
+    apply.register(app)
     history.register(app)
     control.register(app)
     tokens.register(app)

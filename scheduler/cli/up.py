@@ -28,6 +28,7 @@ from datetime import timedelta
 from pathlib import Path
 from types import FrameType
 from typing import Annotated
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import typer
@@ -45,6 +46,7 @@ from scheduler.cli.components import BUILTIN_TYPES, HostOption, PortOption
 from scheduler.cli.errors import CliError, reporting_errors
 from scheduler.cli.output import PrefixedOutput, SinkHandler
 from scheduler.cli.secret_key import load_or_create_secret_key
+from scheduler.cli.served_url import served_url_path, write_served_url
 from scheduler.cli.supervisor import ChildSpec, Supervisor
 
 log = logging.getLogger(__name__)
@@ -175,7 +177,10 @@ def _run_until_stopped(
         unsettled=lambda: {**supervisor.unsettled(SETTLED), **supervisor.crash_looping()},
     )
     if ready:
-        print_ready(output.console, options, token, read_admin_token(options.data_dir) == token)
+        write_served_url(options.data_dir, options.ui_url.rstrip("/"))
+        stack.callback(served_url_path(options.data_dir).unlink, missing_ok=True)
+        print_ready(output.console, Served(options, redis_url, token),
+                    read_admin_token(options.data_dir) == token)
     while not stop.wait(0.5):
         pass
     log.info("stopping")
@@ -295,17 +300,30 @@ def _waiting_for(url: str, unsettled: Mapping[str, int]) -> str:
     return ", ".join(restarting) or f"{url} has not answered, or a component is still starting"
 
 
-def print_ready(console: Console, options: UpOptions, token: str, token_stored: bool) -> None:
-    """The banner: where the UI and API are, and the admin token.
+@dataclass(frozen=True)
+class Served:
+    """What a ready ``up`` tells: where it listens, its Redis, its admin token."""
+
+    options: UpOptions
+    redis_url: str
+    token: str
+
+
+def print_ready(console: Console, served: Served, token_stored: bool) -> None:
+    """The banner: where the UI, the API and Redis are, and the admin token.
 
     Plain lines, not a box: a box would cut a long token or path at the terminal's edge,
-    and the token must stay whole to be copied.
+    and the token must stay whole to be copied. Redis is shown for producers that send
+    jobs through the ``stellwerk.jobs`` queue (README); the client commands need no URL:
+    they read it from the data directory (``served_url``).
     """
+    options, token = served.options, served.token
     stored = f"  (stored in {admin_token_path(options.data_dir)})" if token_stored else ""
     rows = [
         ("UI", options.ui_url),
         ("API", options.api_base),
         ("connector", options.invoke_url),
+        ("Redis", without_password(served.redis_url)),
         ("admin token", token + stored),
         ("data", str(options.data_dir)),
     ]
@@ -313,6 +331,19 @@ def print_ready(console: Console, options: UpOptions, token: str, token_stored: 
     for label, value in rows:
         console.print(Text.assemble(f"  {label:<12} ", (value, "bold")), soft_wrap=True)
     console.print("Press Ctrl-C to stop.")
+
+
+def without_password(url: str) -> str:
+    """``url`` with a password replaced by ``***``: a banner is a log, and logs hold none."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    port = f":{parts.port}" if parts.port is not None else ""
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}{port}"))
 
 
 def _answers(http: httpx.Client, url: str) -> bool:

@@ -24,6 +24,7 @@ from common.persistence.models import Job, Task, TaskEdge
 from common.secure_params import SecretBox, SecretKeyError
 from scheduler.services.errors import Conflict
 from scheduler.services.job_lifecycle import lock_job, next_fire_at, unfinished_run
+from scheduler.services.job_names import check_name_free
 from scheduler.services.job_queries import TaskView, get_job
 from scheduler.services.jobs import secret_text, spec_column, task_row, webservice_headers
 from scheduler.services.schedules import check_schedule
@@ -44,6 +45,8 @@ def update_job(
     spec = patch.apply(current)
     if "schedule" in patch.given():
         check_schedule(spec.schedule)
+    if spec.name != job.name:
+        check_name_free(session, job.tenant, spec.name, job.id)
     _check_allowed(session, job, patch, current, spec)
     rescheduled = _rescheduled(job, spec)
     _write_job(job, spec, now, secrets)

@@ -17,6 +17,7 @@ from common.secure_params import NoSecretKey, SecretBox
 from scheduler.services.errors import InvalidInput
 from scheduler.services.job_events import announce, job_event
 from scheduler.services.job_lifecycle import LiveJob, go_live
+from scheduler.services.job_names import check_name_free
 from scheduler.services.job_queries import job_state
 from scheduler.services.schedules import check_schedule
 from scheduler.services.task_binding import BoundTask, bind_tasks
@@ -48,6 +49,7 @@ def create_job(
     last, so that it can name a one-off job's run.
     """
     check_schedule(spec.schedule)
+    check_name_free(session, spec.tenant, spec.name)
     secrets = secrets or SecretBox(None)
     job = _job_row(spec, now, secrets)
     session.add(job)

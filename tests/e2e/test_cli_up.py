@@ -9,6 +9,8 @@ CLI as the README's quick start does (``submit examples/first-job.yaml --watch``
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -124,6 +126,7 @@ def test_up_runs_a_job_stops_cleanly_and_keeps_its_data(
 
     assert up.interrupt() == 0, up.output()
     _await(lambda: not _servers_under(up.data_dir), 10.0, "the embedded servers to stop", up.output)
+    assert not (up.data_dir / "api-url").exists(), "a stopped up still says where it serves"
 
     again = start_up()
     again.wait_healthy()
@@ -135,13 +138,15 @@ def test_up_runs_a_job_stops_cleanly_and_keeps_its_data(
 
 
 def _follow_the_readme(up: Up, cwd: Path) -> None:
-    """``stellwerk submit examples/first-job.yaml --watch``, then ``stellwerk show RUN``.
+    """``stellwerk submit examples/first-job.yaml --watch``, ``stellwerk show RUN``, curl.
 
-    Run in ``cwd``, beside the ``.stellwerk`` data dir, so the CLI finds the admin token
-    as the README says; only the API's URL is given (the port is a free one).
+    Run in ``cwd``, beside the ``.stellwerk`` data dir, with nothing set: the CLI finds
+    the server (``up`` runs on a free port, not 8080) and the admin token as the README
+    says, and so does its curl example. ``up`` printed the Redis URL producers need.
     """
+    assert re.search(r"Redis +redis://127\.0\.0\.1:\d+/0", up.output()), up.output()
     env = {k: v for k, v in os.environ.items() if not k.startswith("STELLWERK_")}
-    env["STELLWERK_API_URL"] = up.api.removesuffix("/api/v1")
+    _curl_as_the_readme_does(cwd, env)
     cli = [sys.executable, "-m", "scheduler.cli.main"]
     watched = subprocess.run(
         [*cli, "submit", str(ROOT / "examples" / "first-job.yaml"), "--watch"], cwd=cwd,
@@ -156,6 +161,19 @@ def _follow_the_readme(up: Up, cwd: Path) -> None:
     assert "COMPLETED" in shown.stdout
     for task in ("prepare", "fetch-a", "fetch-b", "combine"):
         assert task in shown.stdout, shown.stdout
+
+
+def _curl_as_the_readme_does(cwd: Path, env: dict[str, str]) -> None:
+    """The README's first REST example, its shell lines taken from the README itself."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("```sh\nTOKEN=$(cat .stellwerk/admin-token)", 1)[1].split("```", 1)[0]
+    if shutil.which("curl") is None:
+        pytest.skip("no curl on this machine")
+    made = subprocess.run(["bash", "-c", "TOKEN=$(cat .stellwerk/admin-token)" + block],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=30,
+                          check=False)
+    assert made.returncode == 0 and '"name":"hello"' in made.stdout.replace(" ", ""), (
+        made.stdout + made.stderr)
 
 
 def _await_run_completed(api: httpx.Client, run_id: str, output: Callable[[], str]) -> None:

@@ -37,6 +37,7 @@ UNSTATABLE = {
     ("body", "schedule", "cron"): "a cron expression's grammar (docs/job-spec.md)",
     ("body", "weight"): "a weight is a tenant's: it depends on the key in the path",
     ("body", "per"): "a window is a rate's: it depends on the key in the path",
+    ("body", "name"): "PUT /jobs/{name}: the body's name is the one in the path",
     ("body",): "graph rules (each `next` names a task of the job, no cycle; YAML text "
                "that is a mapping), flow keys' variables (a `{params.NAME}` the task "
                "has), a limit or a weight: they relate values, a schema constrains each "

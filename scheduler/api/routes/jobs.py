@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from typing import Annotated, Any
-from uuid import UUID
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Depends, Path, Query
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from pydantic import ValidationError
 
 from common.domain.states import RunState
 from scheduler.api.deps import (
+    JobIdDep,
     NowDep,
     PrincipalDep,
     ResourcesDep,
@@ -22,6 +22,8 @@ from scheduler.api.deps import (
 from scheduler.api.errors import PROBLEM_JSON
 from scheduler.api.limits import LimitsDep, check_params_sizes
 from scheduler.api.schemas import (
+    ChangePublic,
+    JobApplied,
     JobCreate,
     JobPublic,
     JobsPublic,
@@ -33,6 +35,7 @@ from scheduler.api.schemas import (
 from scheduler.services.access import listed_tenant, tenant_of_new_job
 from scheduler.services.egress_checks import check_job
 from scheduler.services.errors import InvalidInput
+from scheduler.services.job_apply import apply_job
 from scheduler.services.job_lifecycle import commit_job, delete_job
 from scheduler.services.job_queries import JobFilter, JobStateName, get_job, list_jobs
 from scheduler.services.job_update import update_job
@@ -78,7 +81,10 @@ def job_filter(
     )
 
 
-@router.post("", status_code=201, dependencies=[Depends(require_json), Depends(scope("job"))])
+@router.post("", status_code=201, responses={409: {
+    "model": Problem, "content": {PROBLEM_JSON: {}},
+    "description": "The tenant has a job of this name; `detail` names it. Nothing was changed.",
+}}, dependencies=[Depends(require_json), Depends(scope("job"))])
 def create(
     spec: JobCreate, session: SessionDep, resources: ResourcesDep, now: NowDep,
     principal: PrincipalDep, *, limits: LimitsDep,
@@ -104,7 +110,7 @@ def list_(
 
 @router.get("/{job_id}", dependencies=[Depends(scope("job.read"))])
 def read(
-    job_id: UUID, session: SessionDep, principal: PrincipalDep, resources: ResourcesDep
+    job_id: JobIdDep, session: SessionDep, principal: PrincipalDep, resources: ResourcesDep
 ) -> JobPublic:
     """One job with its tasks and storage."""
     visible_job(session, job_id, principal.tenant)
@@ -113,7 +119,7 @@ def read(
 
 @router.post("/{job_id}/runs", status_code=201, dependencies=[Depends(scope("job"))])
 def run_now(
-    job_id: UUID, session: SessionDep, resources: ResourcesDep, now: NowDep,
+    job_id: JobIdDep, session: SessionDep, resources: ResourcesDep, now: NowDep,
     principal: PrincipalDep,
 ) -> RunPublic:
     """Start a new run of the job now."""
@@ -126,7 +132,7 @@ def run_now(
 
 @router.get("/{job_id}/runs", dependencies=[Depends(scope("job.read"))])
 def runs(
-    job_id: UUID, session: SessionDep, principal: PrincipalDep, limit: Limit = 50,
+    job_id: JobIdDep, session: SessionDep, principal: PrincipalDep, limit: Limit = 50,
     cursor: Cursor = None, *,
     state: Annotated[list[RunState] | None, Query(description="Repeatable: any of.")] = None,
 ) -> RunsPublic:
@@ -144,7 +150,7 @@ _CONFLICT: dict[int | str, dict[str, Any]] = {409: {
 
 @router.post("/{job_id}/commit", responses=_CONFLICT, dependencies=[Depends(scope("job"))])
 def commit(
-    job_id: UUID, session: SessionDep, resources: ResourcesDep, now: NowDep,
+    job_id: JobIdDep, session: SessionDep, resources: ResourcesDep, now: NowDep,
     principal: PrincipalDep,
 ) -> JobPublic:
     """Make a draft (NEW) job live: a one-off job gets its run, a cron job its next fire."""
@@ -159,7 +165,7 @@ def commit(
     "/{job_id}", dependencies=[Depends(require_json), Depends(scope("job"))], responses=_CONFLICT
 )
 def update(
-    job_id: UUID, patch: JobUpdate, session: SessionDep, resources: ResourcesDep, now: NowDep,
+    job_id: JobIdDep, patch: JobUpdate, session: SessionDep, resources: ResourcesDep, now: NowDep,
     *, principal: PrincipalDep, limits: LimitsDep,
 ) -> JobPublic:
     """Change the fields given (each replaces the old value whole); bumps ``version``.
@@ -183,12 +189,49 @@ def update(
     return JobPublic.of_detail(get_job(session, job_id), resources.served_types())
 
 
+@router.put(
+    "/{job_id}", dependencies=[Depends(require_json), Depends(scope("job"))],
+    responses={**_CONFLICT, 201: {"model": JobApplied, "description": "Created."}},
+)
+def apply(
+    job_id: Annotated[str, Path(min_length=1, max_length=200,
+                                description="The job's name, the same as the body's.")],
+    spec: JobCreate, session: SessionDep, resources: ResourcesDep, *, now: NowDep,
+    response: Response, principal: PrincipalDep, limits: LimitsDep,
+    dry_run: Annotated[bool, Query(description="Answer the changes, change nothing.")] = False,
+) -> JobApplied:
+    """Make the job of this name what the spec says (`stellwerk apply`).
+
+    It is created, or what differs is changed, or nothing when nothing does; the
+    changes come back, secrets sealed. A spec that does not mention `secure_params`
+    (or webservice header values) keeps the stored ones. The definition cannot change
+    while a run is unfinished (409).
+    """
+    if job_id != spec.name:
+        raise InvalidInput(("body", "name"), f"is {spec.name!r}, the path names {job_id!r}")
+    check_params_sizes(spec, limits.max_params_bytes)
+    spec = spec.model_copy(update={"tenant": tenant_of_new_job(principal, spec.tenant)})
+    check_job(session, resources.egress, spec)
+    applied = apply_job(session, spec, now, resources.secrets, dry_run=dry_run)
+    session.commit()
+    resources.relay_now(applied.outbox_ids)
+    if applied.action == "created" and not dry_run:
+        response.status_code = 201
+    job = None if applied.job_id is None else JobPublic.of_detail(
+        get_job(session, applied.job_id), resources.served_types())
+    return JobApplied(
+        action=applied.action, dry_run=dry_run, job=job, run_id=applied.run_id,
+        changes=[ChangePublic(path=c.path, before=c.before, after=c.after)
+                 for c in applied.changes],
+    )
+
+
 @router.delete(
     "/{job_id}", status_code=204, response_class=Response, responses=_CONFLICT,
     dependencies=[Depends(scope("job"))],
 )
 def delete(
-    job_id: UUID, session: SessionDep, resources: ResourcesDep, principal: PrincipalDep, *,
+    job_id: JobIdDep, session: SessionDep, resources: ResourcesDep, principal: PrincipalDep, *,
     now: NowDep,
     force: Annotated[bool, Query(description="Cancel the job's unfinished runs first.")] = False,
 ) -> Response:

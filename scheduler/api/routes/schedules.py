@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Annotated
-from uuid import UUID
 
 from fastapi import APIRouter, Depends, Query
 
 from common.domain.cron import CronError, CronSchedule
 from common.persistence.models import Job
-from scheduler.api.deps import NowDep, PrincipalDep, SessionDep, scope
+from scheduler.api.deps import JobIdDep, NowDep, PrincipalDep, SessionDep, scope
 from scheduler.api.schemas import FireTimesPublic
 from scheduler.services.errors import InvalidInput, NotFound
 from scheduler.services.tenancy import visible_job
@@ -28,7 +27,7 @@ Count = Annotated[int, Query(ge=1, le=MAX_FIRE_TIMES, description="How many fire
 
 @router.get("/{job_id}/fire-times", dependencies=[Depends(scope("job.read"))])
 def fire_times(
-    job_id: UUID, session: SessionDep, now: NowDep, *, principal: PrincipalDep,
+    job_id: JobIdDep, session: SessionDep, now: NowDep, *, principal: PrincipalDep,
     after: After = None, count: Count = 10,
 ) -> FireTimesPublic:
     """The job's fire times after ``after``, in UTC; empty for a job without a cron schedule.

@@ -154,8 +154,9 @@ def job_body() -> JobBody:
 
 
 def _job_body(**overrides: Any) -> dict[str, Any]:
+    """A name of its own each time: a name names one job of its tenant."""
     body: dict[str, Any] = {
-        "name": "backup",
+        "name": f"backup-{uuid.uuid4().hex[:8]}",
         "application": "tests",
         "tasks": [
             {"name": "a", "type": "noop", "next": ["b"]},

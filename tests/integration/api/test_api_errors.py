@@ -163,7 +163,7 @@ def test_running_an_unknown_job_is_404(client: TestClient) -> None:
 
 @pytest.mark.parametrize(
     ("path", "parameter"),
-    [("/api/v1/jobs/nope", "job_id"), ("/api/v1/runs/123/journal", "run_id")],
+    [("/api/v1/runs/nope", "run_id"), ("/api/v1/runs/123/journal", "run_id")],
 )
 def test_malformed_ids_get_422_naming_the_parameter(
     client: TestClient, path: str, parameter: str,

@@ -14,7 +14,7 @@ JOBS = "/api/v1/jobs"
 
 
 def _create(client: httpx.Client, application: str, jobs: str = JOBS, **fields: Any) -> str:
-    body = {"name": "listed", "application": application, "draft": True,
+    body = {"name": f"listed-{uuid.uuid4().hex[:8]}", "application": application, "draft": True,
             "tasks": [{"name": "a", "type": "noop"}], **fields}
     response = client.post(jobs, json=body)
     assert response.status_code == 201, response.text

@@ -26,7 +26,8 @@ BASE = "/api/v1"
 
 def one_task_run(client: TestClient, engine: BatchApplier, **task: Any) -> dict[str, Any]:
     """A started run of one task of a type no worker serves; its task is READY."""
-    body = {"name": "postback", "tasks": [{"name": "a", "type": "nobody-serves", **task}]}
+    body = {"name": f"postback-{uuid.uuid4().hex[:8]}",
+            "tasks": [{"name": "a", "type": "nobody-serves", **task}]}
     job = client.post(f"{BASE}/jobs", json=body).json()
     start_run(engine, job["run_id"])
     run = client.get(f"{BASE}/runs/{job['run_id']}").json()
@@ -58,7 +59,8 @@ def test_unknown_runs_and_unready_tasks_are_refused(
     assert missing.status_code == 404
     run = one_task_run(client, engine)
     assert outcome(client, run, {"state": "COMPLETED"}).status_code == 204
-    body = {"name": "waiting", "tasks": [{"name": "a", "type": "nobody-serves"}]}
+    body = {"name": f"waiting-{uuid.uuid4().hex[:8]}",
+            "tasks": [{"name": "a", "type": "nobody-serves"}]}
     unstarted = client.post(f"{BASE}/jobs", json=body).json()
     waiting = outcome(client, {"run": unstarted["run_id"]}, {"state": "COMPLETED"})
     assert waiting.status_code == 409

@@ -28,7 +28,7 @@ def box(api_settings: Settings) -> SecretBox:
 
 
 def secret_body(job_body: JobBody, **overrides: Any) -> dict[str, Any]:
-    body = job_body(**{"name": "secretive", "draft": True, **overrides,
+    body = job_body(**{"name": f"secretive-{uuid.uuid4().hex[:8]}", "draft": True, **overrides,
                        "secure_params": {"password": JOB_SECRET, "pin": 9021077345}})
     body["tasks"][2]["secure_params"] = {"token": TASK_SECRET}
     return body
@@ -116,7 +116,7 @@ def test_no_response_shows_them(client: TestClient, job_body: JobBody) -> None:
         client.get(f"/api/v1/runs/{job['run_id']}").text,
         client.get(f"/api/v1/runs/{job['run_id']}/journal").text,
         client.get(f"{JOBS}/{job['id']}/runs").text,
-        client.patch(f"{JOBS}/{job['id']}", json={"name": "renamed"}).text,
+        client.patch(f"{JOBS}/{job['id']}", json={"name": f"renamed-{uuid.uuid4().hex[:8]}"}).text,
     ]
     for body in responses:
         assert JOB_SECRET not in body and TASK_SECRET not in body and "9021077345" not in body

@@ -85,7 +85,7 @@ def test_a_tenant_bound_token_reads_worker_types_but_registers_none(client: Test
 
 def bound_job(client: TestClient, type_name: str) -> dict[str, Any]:
     body = {
-        "name": "bound", "webservice": {"url": "https://job.example/render",
+        "name": f"bound-{uuid.uuid4().hex[:8]}", "webservice": {"url": "https://job.example/render",
                                         "headers": {"x-team": "job", "X-Job-Key": "job-secret"}},
         "tasks": [{"name": "render", "type": type_name, "params": {"frames": 2}, "next": ["tail"]},
                   {"name": "tail", "type": "noop"}],

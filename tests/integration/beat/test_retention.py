@@ -55,7 +55,7 @@ def make_history(
     scheduled time, some hours before it finished (an ACTIVE run's: some hours ago).
     """
     spec = JobSpec.model_validate({
-        "name": f"retention-{tenant}", "tenant": tenant,
+        "name": f"retention-{uuid.uuid4().hex[:8]}", "tenant": tenant,
         "schedule": {"cron": "0 0 1 1 *", "timezone": "UTC"},  # no run of its own
         "tasks": [{"name": "a", "type": "noop", "next": ["b"]}, {"name": "b", "type": "noop"}],
     })

@@ -32,7 +32,7 @@ def started_run(
     settings: Settings, **task: Any
 ) -> tuple[BatchApplier, sessionmaker[Session], uuid.UUID, uuid.UUID]:
     engine, sessions = applier(settings)
-    spec = JobSpec.model_validate({"name": "detached", "tasks": [
+    spec = JobSpec.model_validate({"name": f"detached-{uuid.uuid4().hex[:8]}", "tasks": [
         {"name": "a", "type": "unserved-ws", "timeout": TIMEOUT_S, **task}]})
     with sessions.begin() as session:
         run_id = create_job(session, spec, datetime.now(UTC)).run_id

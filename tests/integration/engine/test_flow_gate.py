@@ -45,6 +45,8 @@ class Engine:
                                     flow=FlowGate(clock=lambda: 0.0))
 
     def submit(self, spec: dict[str, Any]) -> uuid.UUID:
+        """A job of the spec, named apart from every other test's; its run's id."""
+        spec = {**spec, "name": f"{spec['name']}-{uuid.uuid4().hex[:8]}"}
         with self.sessions.begin() as session:
             run_id = create_job(session, JobSpec.model_validate(spec), now()).run_id
         assert run_id is not None

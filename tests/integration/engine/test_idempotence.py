@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 
 from sqlalchemy import func, select
@@ -25,7 +26,7 @@ def counts(sessions: object, run_id: object, task_id: object) -> tuple[int, int]
 
 def test_a_redelivered_or_repeated_result_changes_nothing(quiet_settings: Settings) -> None:
     engine, sessions = applier(quiet_settings)
-    spec = JobSpec.model_validate({"name": "idem", "tasks": [
+    spec = JobSpec.model_validate({"name": f"idem-{uuid.uuid4().hex[:8]}", "tasks": [
         {"name": "a", "type": "noop", "next": ["b"]}, {"name": "b", "type": "noop"}]})
     with sessions.begin() as session:
         run_id = create_job(session, spec, datetime.now(UTC)).run_id
@@ -58,9 +59,9 @@ def test_published_outbox_rows_are_deleted_by_the_next_batch_or_when_idle(
     quiet_settings: Settings,
 ) -> None:
     engine, sessions = applier(quiet_settings)
-    spec = JobSpec.model_validate({"name": "forget", "tasks": [{"name": "a", "type": "noop"}]})
-
     def start_a_run() -> list[int]:
+        spec = JobSpec.model_validate({"name": f"forget-{uuid.uuid4().hex[:8]}",
+                                       "tasks": [{"name": "a", "type": "noop"}]})
         with sessions.begin() as session:
             run_id = create_job(session, spec, datetime.now(UTC)).run_id
         assert run_id is not None

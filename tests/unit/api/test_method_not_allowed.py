@@ -22,7 +22,7 @@ def client() -> TestClient:
 
 @pytest.mark.parametrize(("method", "path", "allowed"), [
     ("DELETE", "/api/v1/jobs", "GET, POST"),  # answered "Allow: POST" before issue 14
-    ("PUT", f"/api/v1/jobs/{UUID}", "DELETE, GET, PATCH"),
+    ("POST", f"/api/v1/jobs/{UUID}", "DELETE, GET, PATCH, PUT"),
     ("DELETE", "/api/v1/worker-types", "GET, POST"),
     ("PUT", f"/api/v1/jobs/{UUID}/runs", "GET, POST"),
     ("POST", f"/api/v1/tokens/{UUID}", "DELETE"),

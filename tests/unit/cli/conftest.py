@@ -62,6 +62,7 @@ def _handler(api: CannedApi) -> type[BaseHTTPRequestHandler]:
         do_POST = _serve
         do_PATCH = _serve
         do_DELETE = _serve
+        do_PUT = _serve
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
             return
