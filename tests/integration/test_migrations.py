@@ -140,3 +140,36 @@ def test_a_state_no_code_knows_is_refused_by_the_database(connection: Connection
             "INSERT INTO journal (run_id, at, from_state, to_state, reason, actor) "
             "VALUES (gen_random_uuid(), now(), '', 'DONE', '', 'test')"
         ))
+
+
+def test_names_used_twice_in_a_tenant_keep_the_newest_and_rename_the_others(
+    empty_database_url: str,
+) -> None:
+    """Migration 0012: a name names one job of its tenant; nothing is deleted."""
+    upgrade(empty_database_url, "0011")
+    rows = [(f"00000000-0000-4000-8000-00000000000{i}", tenant, "nightly", created)
+            for i, (tenant, created) in enumerate(
+                [("", "2026-01-01"), ("", "2026-02-01"), ("", "2026-03-01"), ("b", "2026-01-01")],
+                start=1)]
+    engine = create_engine(sqlalchemy_url(empty_database_url))
+    try:
+        with engine.begin() as conn:
+            for job_id, tenant, name, created in rows:
+                conn.execute(text(
+                    "INSERT INTO jobs (id, name, description, application, type, tenant, "
+                    "owner, labels, priority, params, spec, schedule, draft, enabled, version, "
+                    "created_at, updated_at) VALUES (:id, :name, '', '', '', :tenant, '', "
+                    "'{}', 5, '{}', '{}', '{}', true, true, 1, :at, :at)"),
+                    {"id": job_id, "name": name, "tenant": tenant, "at": created})
+        upgrade(empty_database_url)
+        with engine.connect() as conn:
+            names: dict[str, str] = dict(
+                conn.execute(text("SELECT id::text, name FROM jobs")).tuples().all())
+            with pytest.raises(IntegrityError):
+                conn.execute(text("UPDATE jobs SET name = 'nightly' WHERE tenant = ''"))
+    finally:
+        engine.dispose()
+    assert names == {
+        rows[0][0]: f"nightly-{rows[0][0]}", rows[1][0]: f"nightly-{rows[1][0]}",
+        rows[2][0]: "nightly", rows[3][0]: "nightly",
+    }
