@@ -120,7 +120,9 @@ def on_retry_task(draft: Draft, event: ev.RetryTask) -> None:
     """
     _require_task(draft, event.task, RETRYABLE | {T.COMPLETED}, "retry")
     if draft.run_state not in RUNNING | {R.COMPLETED}:
-        raise Refused(f"run is {draft.run_state}: cannot retry a task", draft.run_state)
+        raise Refused(f"run is {draft.run_state}: cannot retry a task alone; retry the whole "
+                      "run instead (POST /runs/{id}/retry, `stellwerk retry RUN`): its failed "
+                      "and unfinished tasks run again", draft.run_state)
     blocking = [p for p in draft.snap.graph.predecessors[event.task]
                 if draft.state(p) not in TASK_DONE]
     if blocking:

@@ -1,13 +1,15 @@
 """Reading ``GET /events`` (Server-Sent Events) from the client commands.
 
-Only what ``watch`` needs: a signal per event of one run. The stream's messages are
-not decoded; ``watch`` re-reads the run (``GET /runs/{id}``) on each, so it shows the
-run as the API has it, whatever the event said.
+``watch`` needs a signal per event of one run: it re-reads the run (``GET /runs/{id}``)
+on each, so it shows the run as the API has it, whatever the event said. ``stellwerk
+events`` prints the events themselves (:func:`event_stream`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import httpx
 
@@ -42,3 +44,23 @@ def _messages(lines: Iterator[str]) -> Iterator[None]:
         elif not line and has_data:
             has_data = False
             yield
+
+
+def event_stream(http: httpx.Client, params: Mapping[str, str]) -> Iterator[dict[str, Any]]:
+    """Each event of the stream, decoded, until the server ends it (or forever)."""
+    try:
+        with http.stream("GET", "/events", params=params, timeout=None,
+                         headers={"Accept": "text/event-stream"}) as response:
+            if response.status_code != 200:
+                response.read()
+                raise StreamUnavailable(f"GET /events answered {response.status_code}: "
+                                        f"{response.text[:200]}")
+            data: list[str] = []
+            for line in response.iter_lines():
+                if line.startswith("data:"):
+                    data.append(line[5:].removeprefix(" "))
+                elif not line and data:
+                    yield json.loads("\n".join(data))
+                    data = []
+    except httpx.HTTPError as error:
+        raise StreamUnavailable(str(error)) from error

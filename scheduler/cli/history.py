@@ -14,6 +14,7 @@ from urllib.parse import quote, urlencode
 import httpx
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from scheduler.cli.client import (
     ApiUrlOption,
@@ -25,6 +26,7 @@ from scheduler.cli.client import (
     resolve_connection,
 )
 from scheduler.cli.errors import CliError, reporting_errors
+from scheduler.cli.jsonout import JsonOption, print_json
 from scheduler.cli.tables import FittedTable, LeaveOut, Squeeze
 from scheduler.cli.views import format_time, state_text
 
@@ -38,15 +40,19 @@ def register(app: typer.Typer) -> None:
 
 
 def runs(
-    job: Annotated[str, typer.Argument(help="The job's id.", show_default=False)],
+    job: Annotated[str, typer.Argument(help="The job's id or name.", show_default=False)],
     *,
     limit: Annotated[int, typer.Option("--limit", help="How many runs, newest first.")] = 20,
+    as_json: JsonOption = False,
     api_url: ApiUrlOption = None, token: TokenOption = None, data_dir: DataDirOption = None,
 ) -> None:
     """List a job's runs (GET /jobs/{id}/runs): number, state, trigger, times."""
     path = f"/jobs/{quote(job, safe='')}/runs?{urlencode({'limit': limit})}"
     with api_client(resolve_connection(api_url, token, data_dir)) as http:
         page = call(http, "GET", path)
+    if as_json:
+        print_json(page)
+        return
     Console().print(runs_table(list(page.get("data") or [])))
 
 
@@ -84,7 +90,10 @@ def logs(
     ] = None,
     api_url: ApiUrlOption = None, token: TokenOption = None, data_dir: DataDirOption = None,
 ) -> None:
-    """Print a task's log (GET /runs/{id}/tasks/{task}/logs), raw, as the task wrote it."""
+    """Print a task's log (GET /runs/{id}/tasks/{task}/logs), raw, as the task wrote it.
+
+    Each attempt's lines follow a header naming it (on stderr: stdout stays the log).
+    """
     query: dict[str, str | int] = {"follow": "true"} if follow else {}
     if attempt is not None:
         query["attempt"] = attempt
@@ -93,8 +102,19 @@ def logs(
         if follow:
             _stream(http, path)
             return
-        for line in call(http, "GET", path).get("lines") or []:
-            sys.stdout.write(f"{line.get('line', '')}\n")
+        print_attempts(call(http, "GET", path).get("lines") or [])
+
+
+def print_attempts(lines: list[dict[str, Any]]) -> None:
+    """The lines on stdout, each attempt's after a header on stderr."""
+    shown = None
+    for line in lines:
+        if line.get("attempt") != shown:
+            shown = line.get("attempt")
+            sys.stdout.flush()
+            Console(stderr=True).print(Text(f"--- attempt {shown} ---", style="bold"))
+        sys.stdout.write(f"{line.get('line', '')}\n")
+    sys.stdout.flush()
 
 
 def _stream(http: httpx.Client, path: str) -> None:

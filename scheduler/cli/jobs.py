@@ -25,6 +25,7 @@ from scheduler.cli.client import (
     resolve_connection,
 )
 from scheduler.cli.errors import reporting_errors
+from scheduler.cli.jsonout import JsonOption, print_json
 from scheduler.cli.tables import FittedTable, LeaveOut, Squeeze
 from scheduler.cli.views import format_time, state_text
 
@@ -52,6 +53,7 @@ def list_jobs(
         list[str] | None,
         typer.Option("--label", help="key=value; repeat to require several.", show_default=False),
     ] = None,
+    as_json: JsonOption = False,
     api_url: ApiUrlOption = None, token: TokenOption = None, data_dir: DataDirOption = None,
 ) -> None:
     """List jobs (GET /jobs): id, name, state, schedule, enabled, version."""
@@ -60,6 +62,9 @@ def list_jobs(
     query += [("label", item) for item in label or []]
     with api_client(resolve_connection(api_url, token, data_dir)) as http:
         page = call(http, "GET", f"/jobs?{urlencode(query)}")
+    if as_json:
+        print_json(page)
+        return
     Console().print(jobs_table(list(page.get("data") or [])))
 
 

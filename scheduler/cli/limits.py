@@ -24,6 +24,7 @@ from scheduler.cli.client import (
     resolve_connection,
 )
 from scheduler.cli.errors import reporting_errors
+from scheduler.cli.jsonout import JsonOption, print_json
 from scheduler.cli.tables import FittedTable
 
 PANEL = "Client"
@@ -40,11 +41,16 @@ def register(app: typer.Typer) -> None:
 
 
 def list_(
-    *, api_url: ApiUrlOption = None, token: TokenOption = None, data_dir: DataDirOption = None,
+    *, as_json: JsonOption = False,
+    api_url: ApiUrlOption = None, token: TokenOption = None, data_dir: DataDirOption = None,
 ) -> None:
     """Every limited key with its limit and what holds or waits for it (GET /limits)."""
     with api_client(resolve_connection(api_url, token, data_dir)) as http:
-        limits = call(http, "GET", "/limits").get("data") or []
+        answer = call(http, "GET", "/limits")
+    if as_json:
+        print_json(answer)
+        return
+    limits = answer.get("data") or []
     table = FittedTable(("key", "limit", "per", "weight", "active", "waiting"),
                         right=("limit", "per", "weight", "active", "waiting"))
     for row in limits:

@@ -12,12 +12,15 @@ from scheduler.cli import (
     apply,
     components,
     control,
+    follow,
     health,
     history,
     jobs,
     limits,
     prune,
     runs,
+    schedules,
+    subscriptions,
     tokens,
     up,
 )
@@ -39,7 +42,10 @@ def build_app() -> typer.Typer:
     jobs.register(app)
     apply.register(app)
     history.register(app)
+    follow.register(app)
     control.register(app)
+    schedules.register(app)
+    subscriptions.register(app)
     tokens.register(app)
     limits.register(app)
     prune.register(app)

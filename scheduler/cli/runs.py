@@ -21,6 +21,7 @@ from scheduler.cli.client import (
 )
 from scheduler.cli.errors import CliError, reporting_errors
 from scheduler.cli.events import run_events
+from scheduler.cli.jsonout import JsonOption, print_json
 from scheduler.cli.specfile import load_job_spec
 from scheduler.cli.views import run_view
 from scheduler.cli.watch import UnservedTypes, exit_code, follow_run
@@ -67,13 +68,18 @@ def submit(
 
 def show(
     run: RunArgument,
+    as_json: JsonOption = False,
     api_url: ApiUrlOption = None,
     token: TokenOption = None,
     data_dir: DataDirOption = None,
 ) -> None:
     """Show a run (GET /runs/{id}): its state, progress and a table of its tasks."""
     with api_client(resolve_connection(api_url, token, data_dir)) as http:
-        Console().print(run_view(_get_run(http, run)))
+        found = _get_run(http, run)
+    if as_json:
+        print_json(found)
+        return
+    Console().print(run_view(found))
 
 
 def watch(

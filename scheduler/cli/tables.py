@@ -62,8 +62,14 @@ class FittedTable:
         self.rows.append(tuple(cell if isinstance(cell, Text) else Text(cell) for cell in cells))
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        """Render as laid out for the width available."""
-        yield self.layout(console, options)
+        """Render as laid out for the width available; say which columns were left out."""
+        table = self.layout(console, options)
+        yield table
+        hidden = [header for header in self.headers
+                  if header not in {str(column.header) for column in table.columns}]
+        if hidden and self.rows:
+            yield Text(f"({', '.join(hidden)} left out to fit {options.max_width} columns: "
+                       "widen the terminal, or --json for everything)", style="dim")
 
     def layout(self, console: Console, options: ConsoleOptions) -> Table:
         """The table for ``options.max_width``, after the fewest steps that make it fit.

@@ -1,13 +1,15 @@
-"""``stellwerk token create``: an API token with scopes, maybe a tenant and an expiry.
+"""``stellwerk token create|list|revoke``: API tokens with scopes, maybe a tenant and expiry.
 
-The value is printed once, alone on stdout, so that ``TOKEN=$(stellwerk token create
-...)`` works; what it may do goes to stderr. The API stores only its hash.
+A new token's value is printed once, alone on stdout, so that ``TOKEN=$(stellwerk token
+create ...)`` works; what it may do goes to stderr. The API stores only its hash, so
+``list`` shows names, scopes and dates, never a value.
 """
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Annotated, Any
+from urllib.parse import quote
 
 import typer
 from rich.console import Console
@@ -22,14 +24,18 @@ from scheduler.cli.client import (
 )
 from scheduler.cli.durations import parse_duration
 from scheduler.cli.errors import reporting_errors
+from scheduler.cli.jsonout import JsonOption, print_json
+from scheduler.cli.tables import FittedTable, LeaveOut, Squeeze
 
 PANEL = "Client"
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``token`` group to the app."""
-    group = typer.Typer(help="Create API tokens.", no_args_is_help=True)
+    group = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
     group.command("create")(reporting_errors(create))
+    group.command("list")(reporting_errors(list_))
+    group.command("revoke")(reporting_errors(revoke))
     app.add_typer(group, name="token", rich_help_panel=PANEL)
 
 
@@ -65,3 +71,32 @@ def create(
         "Store it now: it cannot be shown again.", soft_wrap=True,
     )
     typer.echo(created.get("token"))
+
+
+def list_(
+    *, as_json: JsonOption = False,
+    api_url: ApiUrlOption = None, token: TokenOption = None, data_dir: DataDirOption = None,
+) -> None:
+    """The tokens you may see (GET /tokens): id, name, scopes, tenant, expiry; no values."""
+    with api_client(resolve_connection(api_url, token, data_dir)) as http:
+        page = call(http, "GET", "/tokens?limit=500")
+    if as_json:
+        print_json(page)
+        return
+    table = FittedTable(("id", "name", "scopes", "tenant", "expires", "created by"),
+                        give_way=(Squeeze("name", 12), LeaveOut("created by")))
+    for row in page.get("data") or []:
+        table.add_row(str(row["id"]), str(row["name"]), ",".join(row.get("scopes") or []),
+                      row.get("tenant") or "(any)", row.get("expires_at") or "never",
+                      str(row.get("created_by") or ""))
+    Console().print(table)
+
+
+def revoke(
+    token_id: Annotated[str, typer.Argument(metavar="TOKEN_ID", help="The token's id.")],
+    api_url: ApiUrlOption = None, token: TokenOption = None, data_dir: DataDirOption = None,
+) -> None:
+    """Revoke a token (DELETE /tokens/{id}): it is refused from the next request on."""
+    with api_client(resolve_connection(api_url, token, data_dir)) as http:
+        call(http, "DELETE", f"/tokens/{quote(token_id, safe='')}")
+    Console().print(f"token {token_id} revoked")

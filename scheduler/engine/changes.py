@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from common.domain.event_names import run_event_names, task_event_name
 from common.domain.snapshot import Dispatch, RetryAt, RunChange, Stop, TaskChange, Transition
 from common.domain.states import RUN_TERMINAL, TASK_TERMINAL, RunState, TaskState
 from common.domain.timers import (
@@ -49,10 +50,6 @@ T = TaskState
 R = RunState
 # An attempt holds its flow slots from its dispatch (READY) to its end.
 IN_FLIGHT = frozenset({T.READY, T.ACTIVE})
-RUN_EVENTS = {
-    R.CONFIRM: "run.confirm", R.PAUSED: "run.paused", R.COMPLETED: "run.completed",
-    R.FAILED: "run.failed", R.TIMEOUT: "run.timeout", R.CANCELED: "run.canceled",
-}
 
 
 @dataclass(frozen=True)
@@ -192,7 +189,7 @@ class ChangeSet:
             change.reason, self.actor,
         ))
         self.events[run.id].append(self._event(
-            run, f"task.{change.new.lower()}", change.old, change.new, change.reason,
+            run, task_event_name(change.new), change.old, change.new, change.reason,
             task=change.task, task_id=task_id, attempt=change.attempt,
         ))
 
@@ -215,7 +212,7 @@ class ChangeSet:
             run.id, None, None, self.now, change.old.value, change.new.value, change.reason,
             self.actor,
         ))
-        for name in _run_event_names(change):
+        for name in run_event_names(change.old, change.new):
             self.events[run.id].append(
                 self._event(run, name, change.old, change.new, change.reason)
             )
@@ -266,12 +263,3 @@ def _entered(change: TaskChange, result: TaskResult | None, now: datetime) -> Ta
 
 def _timeout(run: RunRecord, task: str) -> timedelta:
     return timedelta(seconds=run.job.tasks[task].timeout_s)
-
-
-def _run_event_names(change: RunChange) -> list[str]:
-    if change.new == R.ACTIVE:
-        return ["run.started" if change.old == R.READY else "run.resumed"]
-    name = RUN_EVENTS.get(change.new)
-    if name is None:
-        return []
-    return [name, "run.done"] if change.new in RUN_TERMINAL else [name]

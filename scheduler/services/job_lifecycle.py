@@ -42,8 +42,12 @@ def go_live(session: Session, job: Job, now: datetime) -> LiveJob:
         job.next_fire_at = next_fire_at(job, now)
         return LiveJob(None, [])
     at = job.schedule.get("at")
-    scheduled_for = datetime.fromisoformat(at) if at else now
-    created = create_run(session, job.id, "schedule", scheduled_for, now)
+    # As it happened (issue 17): a job without a date runs because it was submitted
+    # (or committed); one with a date because its schedule says so.
+    if at:
+        created = create_run(session, job.id, "schedule", datetime.fromisoformat(at), now)
+    else:
+        created = create_run(session, job.id, "submit", now, now)
     return LiveJob(created.run_id, created.outbox_ids)
 
 

@@ -1,8 +1,9 @@
 """Reading jobs: one job with its graph, and filtered, keyset-paginated lists.
 
 A job's displayed state is its latest run's state (docs/decisions.md, "Bad input,
-limits, lists, metrics"); a job without a run is
-NEW (a draft) or SCHEDULED (a cron job waiting for its first fire).
+limits, lists, metrics"); a job without a run is NEW (a draft, or a one-off job not
+committed). A cron job between runs shows what it waits for, not how its last run
+ended (issue 17): SCHEDULED (its next fire) or, disabled, DISABLED.
 """
 
 from __future__ import annotations
@@ -13,16 +14,17 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
-from sqlalchemy import ColumnElement, Row, Select, and_, case, func, select, tuple_
+from sqlalchemy import ColumnElement, Row, Select, and_, case, func, or_, select, tuple_
 from sqlalchemy.orm import Session
 
+from common.domain.states import RUN_TERMINAL, RunState
 from common.persistence.models import Job, JobStorage, Run, Task, TaskEdge
 from scheduler.services.errors import InvalidInput, NotFound
 from scheduler.services.pages import Page, decode_cursor, encode_cursor
 
 # What ``GET /jobs?state=`` accepts: a run state, or what a job without runs shows.
 JobStateName = Literal[
-    "NEW", "SCHEDULED", "READY", "ACTIVE", "CONFIRM", "PAUSE_REQUESTED", "PAUSED",
+    "NEW", "SCHEDULED", "DISABLED", "READY", "ACTIVE", "CONFIRM", "PAUSE_REQUESTED", "PAUSED",
     "CANCEL_REQUESTED", "CANCELED", "COMPLETED", "FAILED", "TIMEOUT",
 ]
 # A job, its latest run state, its first run id and its latest run id.
@@ -96,11 +98,10 @@ def list_jobs(
 
 def job_state(job: Job, latest_state: str | None) -> str:
     """What a job shows as its state (see the module docstring)."""
-    if latest_state is not None:
-        return latest_state
-    if not job.draft and job.schedule.get("cron"):
-        return "SCHEDULED"
-    return "NEW"
+    between_runs = latest_state is None or RunState(latest_state) in RUN_TERMINAL
+    if not job.draft and job.schedule.get("cron") and between_runs:
+        return "SCHEDULED" if job.enabled else "DISABLED"
+    return latest_state or "NEW"
 
 
 def _summary_query() -> SummaryQuery:
@@ -147,10 +148,12 @@ def _displayed_state() -> ColumnElement[str]:
         .scalar_subquery()
     )
     cron = Job.schedule["cron"].astext
-    without_run = case(
-        (and_(Job.draft.is_(False), func.coalesce(cron, "") != ""), "SCHEDULED"), else_="NEW",
+    between_runs = or_(latest.is_(None), latest.in_([s.value for s in RUN_TERMINAL]))
+    return case(
+        (and_(Job.draft.is_(False), func.coalesce(cron, "") != "", between_runs),
+         case((Job.enabled, "SCHEDULED"), else_="DISABLED")),
+        else_=func.coalesce(latest, "NEW"),
     )
-    return func.coalesce(latest, without_run)
 
 
 def _job_key(key: list[Any]) -> tuple[datetime, UUID]:

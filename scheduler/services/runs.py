@@ -41,7 +41,9 @@ from common.persistence.queries import (
 )
 from scheduler.services.errors import Conflict, NotFound
 
-Trigger = Literal["schedule", "manual", "api", "catchup"]
+# What made a run: its schedule (a date, a cron fire), a catch-up fire, the job's
+# submission (or commit) when it has no date, or a person's "run now" (the API).
+Trigger = Literal["schedule", "manual", "api", "catchup", "submit"]
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
-"""The client commands a person types: ``runs``, ``logs`` and ``logs -f`` (issue 6)."""
+"""The client commands a person types: ``runs``, ``logs`` and ``logs -f`` (issue 6);
+``apply``, jobs by name, ``events`` and ``--json`` (issue 17)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -93,3 +95,37 @@ def _await_task_state(api: httpx.Client, run_id: str, task: str, state: str) -> 
             return
         time.sleep(0.1)
     raise AssertionError(f"task {task} of run {run_id} never reached {state}")
+
+
+def test_jobs_are_applied_from_files_by_name_and_run_by_name(
+    api: httpx.Client, system: System, tmp_path: Path,
+) -> None:
+    """Issue 17: ``apply`` creates, then changes nothing, then what the file changed."""
+    name = f"as-code-{uuid.uuid4().hex[:6]}"
+    spec = tmp_path / "jobs" / f"{name}.yaml"
+    spec.parent.mkdir()
+    spec.write_text(f"name: {name}\ndraft: true\ntasks:\n  - {{name: a, type: noop}}\n")
+    created = cli(system, "apply", str(spec.parent))
+    assert created.returncode == 0, created.stderr
+    assert f"{name} ({spec}): created" in created.stdout and "+ tasks.a" in created.stdout
+    again = cli(system, "apply", str(spec))
+    assert f"{name} ({spec}): unchanged" in again.stdout
+    spec.write_text(f"name: {name}\ndraft: true\nlabels: {{team: ops}}\n"
+                    "tasks:\n  - {name: a, type: noop, retries: 2}\n")
+    looked = cli(system, "apply", str(spec), "--dry-run")
+    assert "would be updated" in looked.stdout and "~ tasks.a.retries: 0 -> 2" in looked.stdout
+    assert api.get(f"/jobs/{name}").json()["labels"] == {}
+    changed = cli(system, "apply", str(spec))
+    assert "updated" in changed.stdout and api.get(f"/jobs/{name}").json()["labels"] == {
+        "team": "ops"}
+    assert cli(system, "job", "commit", name).returncode == 0
+    ran = cli(system, "run-now", name)
+    assert ran.returncode == 0, ran.stderr
+    run_id = ran.stdout.split()[1]
+    followed = cli(system, "events", "--run", run_id)  # ends by itself with the run
+    assert followed.returncode == 0, followed.stderr
+    lines = followed.stdout.splitlines()
+    assert "run.scheduled" in lines[0] and "run.done" in lines[-1]
+    assert any("task.completed" in line and " a " in line for line in lines)
+    shown = cli(system, "show", run_id, "--json")
+    assert json.loads(shown.stdout)["state"] == "COMPLETED"

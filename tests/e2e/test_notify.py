@@ -147,6 +147,59 @@ def test_get_events_streams_a_runs_events_live_and_resumes_after_an_id(
     assert [ident for ident, _, _ in again] == after
 
 
+def test_a_run_s_stream_replays_what_happened_before_and_ends_with_its_final_event(
+    system: System, api: httpx.Client,
+) -> None:
+    """Issue 17: connected mid-run, a client gets the run from its start, each change
+    once, then the rest live; the stream closes after ``run.done``. Connected to a run
+    that has ended, it gets the whole run and the stream closes."""
+    job = draft_job(api, tasks=[{"name": "a", "type": "noop", "next": ["b"]},
+                                {"name": "b", "type": "sleep", "params": {"seconds": 1.5}}])
+    run_id = commit(api, job["id"])
+    wait_until_task(api, run_id, "b", "ACTIVE")
+    with _stream(system, run_id=run_id) as response:
+        mid_run = _read_to_the_end(response)
+    with _stream(system, run_id=run_id) as response:
+        ended = _read_to_the_end(response)
+
+    for seen in (mid_run, ended):
+        names = [name for name, _ in seen]
+        assert names[0] == "run.scheduled" and "run.started" in names, names
+        assert names.index("run.started") < names.index("task.completed")
+        assert names[-2:] == ["run.completed", "run.done"]
+        assert names.count("task.completed") == 2 and names.count("run.done") == 1
+        changes = [(d["event"], d["task"], d["attempt"], d["at"]) for _, d in seen]
+        assert len(set(changes)) == len(changes)  # replayed and live: each change once
+    assert [name for name, _ in mid_run] == [name for name, _ in ended]
+
+
+def wait_until_task(api: httpx.Client, run_id: str, task: str, state: str) -> None:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        tasks = {t["name"]: t["state"] for t in api.get(f"/runs/{run_id}").json()["tasks"]}
+        if tasks[task] == state:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"task {task} never {state}")
+
+
+def _read_to_the_end(response: httpx.Response) -> list[tuple[str, dict[str, Any]]]:
+    """``(event, data)`` of each message until the server ends the stream."""
+    deadline = time.monotonic() + 60  # keep-alives come every 15 s: this can fail
+    seen: list[tuple[str, dict[str, Any]]] = []
+    fields: dict[str, str] = {}
+    for line in response.iter_lines():
+        assert time.monotonic() < deadline, f"the stream went on: {[n for n, _ in seen]}"
+        if line:
+            key, _, value = line.partition(": ")
+            fields[key] = value
+            continue
+        if "data" in fields:
+            seen.append((fields["event"], json.loads(fields["data"])))
+        fields = {}
+    return seen
+
+
 def test_a_stream_outlives_a_quiet_spell_longer_than_the_redis_socket_timeout(
     system: System, api: httpx.Client,
 ) -> None:

@@ -163,8 +163,8 @@ def test_names_used_twice_in_a_tenant_keep_the_newest_and_rename_the_others(
                     {"id": job_id, "name": name, "tenant": tenant, "at": created})
         upgrade(empty_database_url)
         with engine.connect() as conn:
-            names: dict[str, str] = dict(
-                conn.execute(text("SELECT id::text, name FROM jobs")).tuples().all())
+            names = {str(row[0]): str(row[1])
+                     for row in conn.execute(text("SELECT id::text, name FROM jobs"))}
             with pytest.raises(IntegrityError):
                 conn.execute(text("UPDATE jobs SET name = 'nightly' WHERE tenant = ''"))
     finally:

@@ -11,6 +11,13 @@ session that authenticated the request is closed before the first event). The SS
 ``Last-Event-ID`` gets every event after it that the stream still holds. FastAPI's
 ``EventSourceResponse`` sends a keep-alive comment when nothing was sent for 15 s.
 The route is exempt from the API's admission limit (``scheduler.api.admission``).
+
+A stream of one run (``run_id``, issue 17) first replays the run's events so far, from
+its journal (``scheduler.services.run_history``): the live stream's position is fixed
+before the journal is read, and a live event the replay already showed is not sent
+twice. It ends after the run's final event, ``run.done``, at once for a run that
+has ended already. Replayed events have no SSE ``id`` (``Last-Event-ID`` resumes the
+live stream only).
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 from uuid import UUID
 
@@ -26,8 +33,10 @@ import redis.asyncio as aioredis
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
+from common.domain.event_names import FINAL_EVENT
 from scheduler.api.deps import PrincipalDep, SessionDep, scope
 from scheduler.services.live_events import STREAM_FIELD, STREAM_KEY
+from scheduler.services.run_history import run_history
 from scheduler.services.tenancy import visible_job, visible_run
 
 EVENTS_PATH = "/events"
@@ -49,11 +58,16 @@ class LiveEvents:
 
 @dataclass(frozen=True)
 class EventFilter:
-    """Which events a client gets: its tenant's (None: all), optionally one job's or run's."""
+    """Which events a client gets: its tenant's (None: all), optionally one job's or run's.
+
+    For one run: its events so far (``history``) and whether it has ended.
+    """
 
     tenant: str | None = None
     job_id: str | None = None
     run_id: str | None = None
+    history: tuple[dict[str, Any], ...] = ()
+    finished: bool = False
 
     def admits(self, event: dict[str, Any]) -> bool:
         """Whether the event passes every filter that is set."""
@@ -63,18 +77,33 @@ class EventFilter:
 
 def event_filter(
     session: SessionDep, principal: PrincipalDep,
+    after: Annotated[str, Depends(start_after)],  # fixed first: see the docstring
+    *,
     job_id: Annotated[UUID | None, Query(description="Only this job's events.")] = None,
-    run_id: Annotated[UUID | None, Query(description="Only this run's events.")] = None,
+    run_id: Annotated[UUID | None, Query(
+        description="Only this run's events: those so far first (unless resuming after "
+        "`Last-Event-ID`), and the stream ends after the run's final event (`run.done`).",
+    )] = None,
+    last_event_id: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> EventFilter:
-    """Check the filters (another tenant's job or run is 404), then free the connection."""
+    """Check the filters (another tenant's job or run is 404), then free the connection.
+
+    ``after`` is fixed before a run's history is read, so that no event falls between;
+    a client resuming after an event it got has seen the history already.
+    """
+    history = None
     try:
         if job_id is not None:
             visible_job(session, job_id, principal.tenant)
         if run_id is not None:
             visible_run(session, run_id, principal.tenant)
+            if last_event_id is None:
+                history = run_history(session, run_id)
     finally:
         session.close()  # hands the connection back: the stream may last for hours
-    return EventFilter(principal.tenant, _text(job_id), _text(run_id))
+    return EventFilter(principal.tenant, _text(job_id), _text(run_id),
+                       tuple(history.events) if history else (),
+                       history.finished if history else False)
 
 
 async def live_client(request: Request) -> AsyncIterator[aioredis.Redis]:
@@ -119,12 +148,28 @@ async def events(
     """Every state change from now on (or after ``Last-Event-ID``), as it happens.
 
     Each message has ``event:`` (e.g. ``run.started``), ``id:`` and ``data:`` (the event
-    as JSON, as webhooks get it).
+    as JSON, as webhooks get it). With ``run_id``: the run's events so far first, and
+    the stream ends after its final event.
     """
+    seen = {_key(event) for event in filters.history}
+    for event in filters.history:
+        yield ServerSentEvent(raw_data=json.dumps(event), event=event.get("event"))
+    if filters.finished:
+        return
     async for entry_id, data in _entries(client, after):
         event = json.loads(data)
-        if filters.admits(event):
-            yield ServerSentEvent(raw_data=data, event=event.get("event"), id=entry_id)
+        if not filters.admits(event) or _key(event) in seen:
+            continue
+        yield ServerSentEvent(raw_data=data, event=event.get("event"), id=entry_id)
+        if filters.run_id is not None and event.get("event") == FINAL_EVENT:
+            return
+
+
+def _key(event: dict[str, Any]) -> tuple[Any, ...]:
+    """What makes an event the same change, replayed or live (its id differs)."""
+    at = event.get("at")
+    return (event.get("event"), event.get("task"), event.get("attempt"),
+            datetime.fromisoformat(at) if isinstance(at, str) else at)
 
 
 async def _entries(client: aioredis.Redis, after: str) -> AsyncIterator[tuple[str, str]]:

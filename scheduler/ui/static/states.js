@@ -8,9 +8,10 @@ export const TASK_STATES = [
   "TIMEOUT", "SKIPPED", "REJECTED", "CANCELED", "PAUSED",
 ];
 
-// What GET /jobs?state= takes: a run state, or NEW / SCHEDULED for a job without runs.
+// What GET /jobs?state= takes: a run state, NEW for a job without runs, SCHEDULED or
+// DISABLED for a cron job between runs.
 export const JOB_STATES = [
-  "NEW", "SCHEDULED", "READY", "ACTIVE", "CONFIRM", "PAUSE_REQUESTED", "PAUSED",
+  "NEW", "SCHEDULED", "DISABLED", "READY", "ACTIVE", "CONFIRM", "PAUSE_REQUESTED", "PAUSED",
   "CANCEL_REQUESTED", "CANCELED", "COMPLETED", "FAILED", "TIMEOUT",
 ];
 

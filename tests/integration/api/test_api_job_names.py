@@ -134,3 +134,22 @@ def test_bad_applies_are_refused_and_change_nothing(
     moved = client.put(f"{API}/jobs/{name}", json={**spec, "application": "elsewhere"})
     assert moved.status_code == 409 and "application" in moved.json()["detail"]
     assert client.get(f"{API}/jobs/{name}").json()["application"] == spec["application"]
+
+
+def test_a_cron_job_between_runs_shows_what_it_waits_for_not_how_it_last_ended(
+    client: TestClient, job_body: JobBody,
+) -> None:
+    """Issue 17: after its run ended, a cron job is SCHEDULED again (DISABLED when it is)."""
+    name = unique("hourly")
+    job = client.post(f"{API}/jobs", json=job_body(name=name, schedule={"cron": "0 * * * *"}))
+    assert job.json()["state"] == "SCHEDULED"
+    run = client.post(f"{API}/jobs/{name}/runs").json()
+    assert client.get(f"{API}/jobs/{name}").json()["state"] == "READY"
+    assert client.post(f"{API}/runs/{run['id']}/cancel").json()["state"] == "CANCELED"
+    assert client.get(f"{API}/jobs/{name}").json()["state"] == "SCHEDULED"
+    client.patch(f"{API}/jobs/{name}", json={"enabled": False})
+    assert client.get(f"{API}/jobs/{name}").json()["state"] == "DISABLED"
+    listed = client.get(f"{API}/jobs", params={"state": "DISABLED", "name": name}).json()
+    assert [j["name"] for j in listed["data"]] == [name]
+    client.patch(f"{API}/jobs/{name}", json={"enabled": True})
+    assert client.get(f"{API}/jobs/{name}").json()["state"] == "SCHEDULED"

@@ -43,7 +43,7 @@ def test_one_off_job_gets_a_ready_run_and_its_activation_is_published(
     assert all(uuid.UUID(t["id"]) for t in job["tasks"])
     assert job["storage"] == {"last": 1}
     run = _run(sessions, job["run_id"])
-    assert (run.state, run.number, run.trigger) == ("READY", 1, "schedule")
+    assert (run.state, run.number, run.trigger) == ("READY", 1, "submit")
     assert run.activation_sent_at is not None
     assert rds.llen("stellwerk.activation") == before + 1
     newest = queued("stellwerk.activation")[0]
@@ -112,7 +112,8 @@ def test_a_future_date_makes_a_ready_run_without_activation(
     job = client.post(JOBS, json=job_body(schedule={"at": at.isoformat()})).json()
 
     run = _run(sessions, job["run_id"])
-    assert (run.state, run.activation_sent_at, run.scheduled_for) == ("READY", None, at)
+    assert (run.state, run.activation_sent_at, run.scheduled_for, run.trigger) == (
+        "READY", None, at, "schedule")
     assert rds.llen("stellwerk.activation") == before
 
 

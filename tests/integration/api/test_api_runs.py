@@ -42,7 +42,7 @@ def test_a_run_lists_its_tasks_in_job_order_with_progress(
     assert response.status_code == 200
     run = response.json()
     assert {k: run[k] for k in ("id", "job_id", "number", "trigger", "state")} == {
-        "id": job["run_id"], "job_id": job["id"], "number": 1, "trigger": "schedule",
+        "id": job["run_id"], "job_id": job["id"], "number": 1, "trigger": "submit",
         "state": "READY"}
     assert run["progress"] == {"WAITING": 2, "COMPLETED": 1}
     assert [t["name"] for t in run["tasks"]] == ["c", "a", "b"]
@@ -60,7 +60,7 @@ def test_the_journal_records_the_creation(client: TestClient, job: dict[str, Any
     second = client.get(f"/api/v1/runs/{again['id']}/journal").json()["entries"]
 
     assert [(e["task"], e["attempt"], e["from"], e["to"], e["reason"], e["actor"])
-            for e in first] == [(None, None, "", "READY", "created", "schedule")]
+            for e in first] == [(None, None, "", "READY", "created", "submit")]
     assert second[0]["actor"] == "api"
     assert datetime.fromisoformat(first[0]["at"]).tzinfo is not None
 

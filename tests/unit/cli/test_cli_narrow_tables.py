@@ -138,5 +138,8 @@ def test_a_column_is_left_out_only_when_squeezing_is_not_enough() -> None:
     assert "extra" in wide.splitlines()[0] and "a note in several words" in wide
     assert "extra" in squeezed.splitlines()[0] and "kept if it fits" in squeezed
     assert "a note in several words" not in squeezed  # the note wrapped instead
-    assert "extra" not in narrow and RUN_ID in narrow
+    header = narrow.splitlines()[0]
+    assert "extra" not in header and "kept if it fits" not in narrow and RUN_ID in narrow
     assert max(len(line) for line in narrow.splitlines()) <= 50
+    assert "left out" in " ".join(narrow.split()) and "--json" in narrow  # not silently
+    assert "left out" not in wide and "left out" not in squeezed
