@@ -52,6 +52,16 @@ class TaskPublic(Public):
     priority: int
 
 
+class LatestRunPublic(Public):
+    """A job's latest run, as the jobs list shows it."""
+
+    id: UUID
+    number: int
+    state: str
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
 class JobSummaryPublic(Public):
     """A job as ``GET /jobs`` lists it: without its graph, params and storage."""
 
@@ -68,10 +78,14 @@ class JobSummaryPublic(Public):
     enabled: bool
     draft: bool
     version: int
-    state: str = Field(description="The latest run's state; NEW for a draft, SCHEDULED for "
-                       "a cron job not yet fired.")
+    state: str = Field(description="The latest run's state; NEW for a draft; for a cron job "
+                       "between runs SCHEDULED, or DISABLED.")
     run_id: UUID | None = Field(description="The first run (the only one of a one-off job).")
     latest_run_id: UUID | None
+    latest_run: LatestRunPublic | None = Field(
+        default=None, description="The latest run: its number, state and times.")
+    next_fire_at: datetime | None = Field(
+        default=None, description="A cron job's next fire (none when disabled or a draft).")
     created_at: datetime
     updated_at: datetime
 
@@ -370,7 +384,11 @@ def _summary_fields(summary: JobSummary) -> dict[str, Any]:
         "schedule": job.schedule, "enabled": job.enabled, "draft": job.draft,
         "version": job.version, "state": summary.state, "run_id": summary.run_id,
         "latest_run_id": summary.latest_run_id, "created_at": job.created_at,
-        "updated_at": job.updated_at,
+        "updated_at": job.updated_at, "next_fire_at": job.next_fire_at,
+        "latest_run": None if summary.latest is None else {
+            "id": summary.latest.id, "number": summary.latest.number,
+            "state": summary.latest.state, "started_at": summary.latest.started_at,
+            "finished_at": summary.latest.finished_at},
     }
 
 
@@ -382,6 +400,11 @@ def _run_fields(summary: RunSummary) -> dict[str, Any]:
         "started_at": run.started_at, "finished_at": run.finished_at,
         "progress": summary.progress,
     }
+
+
+def worker_view(record: Any) -> WorkerPublic | None:
+    """A liveness record as a worker, None for one that does not parse."""
+    return _worker(record)
 
 
 def _worker(record: Any) -> WorkerPublic | None:
@@ -408,3 +431,58 @@ class JobApplied(Public):
     job: JobPublic | None = Field(default=None, description="The job now (none in a dry "
                                   "run that would create it).")
     run_id: UUID | None = Field(default=None, description="A one-off job's new run.")
+
+
+class ListedRunPublic(RunSummaryPublic):
+    """A run as ``GET /runs`` lists it: with its job's name and tenant."""
+
+    job_name: str
+    tenant: str
+
+
+class ListedRunsPublic(Public):
+    """One page of runs across jobs, newest first; ``next_cursor`` as for jobs."""
+
+    data: list[ListedRunPublic]
+    next_cursor: str | None
+
+
+class HistoryRunPublic(Public):
+    """One run of a job's history: its state and times, and each task's state."""
+
+    id: UUID
+    number: int
+    trigger: str
+    state: str
+    started_at: datetime | None
+    finished_at: datetime | None
+    tasks: dict[str, str] = Field(description="Each task's state, by name.")
+
+
+class HistoryPublic(Public):
+    """A job's last runs as a grid: its tasks in order, and the runs, newest first."""
+
+    tasks: list[str]
+    runs: list[HistoryRunPublic]
+
+
+class RunningPublic(Public):
+    """An attempt a worker runs now."""
+
+    run_id: UUID
+    job_name: str
+    task: str
+    attempt: int
+    started_at: datetime | None
+
+
+class LiveWorkerPublic(WorkerPublic):
+    """A live worker and the attempts it runs."""
+
+    running: list[RunningPublic] = Field(default_factory=list)
+
+
+class WorkersPublic(Public):
+    """Every live worker, by host name."""
+
+    data: list[LiveWorkerPublic]

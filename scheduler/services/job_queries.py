@@ -8,6 +8,7 @@ ended (issue 17): SCHEDULED (its next fire) or, disabled, DISABLED.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -40,6 +41,7 @@ class JobSummary:
     state: str
     run_id: UUID | None  # the first run: the one run of a one-off job
     latest_run_id: UUID | None
+    latest: Run | None = None  # the latest run itself (its number, times)
 
 
 @dataclass(frozen=True)
@@ -77,7 +79,8 @@ def get_job(session: Session, job_id: UUID) -> JobDetail:
     if row is None:
         raise NotFound("job", job_id)
     storage = session.get(JobStorage, job_id)
-    return JobDetail(_summary(row), _tasks(session, job_id), storage.data if storage else {})
+    summary = _with_latest(session, [_summary(row)])[0]
+    return JobDetail(summary, _tasks(session, job_id), storage.data if storage else {})
 
 
 def list_jobs(
@@ -90,10 +93,19 @@ def list_jobs(
         query = query.where(tuple_(Job.created_at, Job.id) < tuple_(created_at, job_id))
     query = query.order_by(Job.created_at.desc(), Job.id.desc()).limit(limit + 1)
     rows = session.execute(query).all()
-    items = [_summary(row) for row in rows[:limit]]
+    items = _with_latest(session, [_summary(row) for row in rows[:limit]])
     last = items[-1].job if len(rows) > limit else None
     next_cursor = encode_cursor([last.created_at.isoformat(), str(last.id)]) if last else None
     return Page(items, next_cursor)
+
+
+def _with_latest(session: Session, items: list[JobSummary]) -> list[JobSummary]:
+    """The summaries with their latest runs read, in one query."""
+    ids = [item.latest_run_id for item in items if item.latest_run_id is not None]
+    runs = {run.id: run for run in session.scalars(select(Run).where(Run.id.in_(ids)))} \
+        if ids else {}
+    return [dataclasses.replace(item, latest=runs.get(item.latest_run_id))  # type: ignore[arg-type]
+            for item in items]
 
 
 def job_state(job: Job, latest_state: str | None) -> str:

@@ -61,7 +61,7 @@ def list_runs(
     if cursor is not None:
         query = query.where(Run.number < _number(decode_cursor(cursor, 1)[0]))
     runs = list(session.scalars(query.order_by(Run.number.desc()).limit(limit + 1)))
-    counts = _counts(session, [run.id for run in runs[:limit]])
+    counts = task_counts(session, [run.id for run in runs[:limit]])
     items = [RunSummary(run, progress(counts.get(run.id, Counter()))) for run in runs[:limit]]
     next_cursor = encode_cursor([runs[limit - 1].number]) if len(runs) > limit else None
     return Page(items, next_cursor)
@@ -117,7 +117,8 @@ def progress(counts: Counter[str]) -> dict[str, int]:
     }
 
 
-def _counts(session: Session, run_ids: list[UUID]) -> dict[UUID, Counter[str]]:
+def task_counts(session: Session, run_ids: list[UUID]) -> dict[UUID, Counter[str]]:
+    """Each run's task runs counted by state."""
     if not run_ids:
         return {}
     rows = session.execute(

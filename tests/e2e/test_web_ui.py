@@ -226,6 +226,54 @@ def find_the_job_by_name(page: Page, name: str, run_id: str, artifacts: Path) ->
     page.screenshot(path=str(artifacts / "job-page.png"), full_page=True)
 
 
+def test_the_pages_for_many_runs_runs_workers_history_and_durations(
+    page: Page, system: System, artifacts: Path,
+) -> None:
+    """Issue 17: runs across jobs, the workers, a job's history as a grid, a run's task
+    durations, the jobs list's last and next run, and "finished" on a finished run."""
+    name = f"ui-many-{uuid.uuid4().hex[:6]}"
+    spec = {"name": name, "draft": True, "schedule": {"cron": "0 3 * * *"}, "tasks": [
+        {"name": "fetch", "type": "noop", "next": ["render"]},
+        {"name": "render", "type": "sleep", "params": {"seconds": 0.5}, "next": ["ship"]},
+        {"name": "ship", "type": "noop"}]}
+    with system.client() as api:
+        job = submit(api, spec)
+        assert api.post(f"/jobs/{name}/commit").status_code == 200
+        runs = [api.post(f"/jobs/{name}/runs").json()["id"] for _ in range(2)]
+        for run_id in runs:
+            wait_state(api, run_id, "COMPLETED")
+    log_in(page, system, ADMIN_TOKEN)
+
+    page.get_by_label("Name").fill(name)
+    page.get_by_role("button", name="Filter").click()
+    row = page.locator(f'table.jobs tr[data-job="{job["id"]}"]')
+    expect(row.locator(".last-run")).to_contain_text("#2")
+    expect(row.locator(".next-run")).not_to_have_text("—")
+    page.screenshot(path=str(artifacts / "jobs-last-next-run.png"), full_page=True)
+
+    page.get_by_role("link", name="Runs", exact=True).click()
+    listed = page.locator(f'table.all-runs tr[data-run="{runs[1]}"]')
+    expect(listed.locator("td.duration")).not_to_have_text("—")
+    page.screenshot(path=str(artifacts / "runs-page.png"), full_page=True)
+
+    page.goto(ui_url(system) + f"#/jobs/{job['id']}")
+    grid = page.locator("table.grid")
+    expect(grid.locator("tbody tr")).to_have_count(2)
+    expect(grid.locator('.square[data-state="COMPLETED"]')).to_have_count(6)
+    page.screenshot(path=str(artifacts / "job-history-grid.png"), full_page=True)
+
+    page.goto(ui_url(system) + f"#/runs/{runs[0]}")
+    expect(page.locator(".gantt .gantt-row")).to_have_count(3)
+    expect(page.locator(".mode")).to_have_attribute("data-mode", "finished")
+    expect(page.locator(".mode")).to_have_text("finished")
+    page.screenshot(path=str(artifacts / "run-durations.png"), full_page=True)
+
+    page.get_by_role("link", name="Workers", exact=True).click()
+    expect(page.locator("table.workers tbody tr[data-worker]").first).to_be_visible()
+    expect(page.locator("table.workers")).to_contain_text("noop")
+    page.screenshot(path=str(artifacts / "workers-page.png"), full_page=True)
+
+
 def test_a_read_only_token_sees_no_action(page: Page, system: System, artifacts: Path) -> None:
     with system.client() as api:
         reader = api.post("/tokens", json={"name": "ui-reader", "scopes": ["job.read"]})

@@ -24,6 +24,7 @@ from scheduler.api.routes import (
     tokens,
     whoami,
     worker_types,
+    workers,
 )
 from scheduler.api.schemas import Problem
 
@@ -58,7 +59,7 @@ def api_router() -> APIRouter:
     )
     for module in (jobs, runs, processors, schedules, tokens, metrics, subscriptions, events):
         protected.include_router(module.router)
-    for module in (postback, worker_types, retention, limits):
+    for module in (postback, worker_types, retention, limits, workers):
         protected.include_router(module.router)
     for module in (whoami, job_specs):  # the web UI's helpers
         protected.include_router(module.router)

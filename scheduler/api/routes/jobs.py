@@ -23,6 +23,8 @@ from scheduler.api.errors import PROBLEM_JSON
 from scheduler.api.limits import LimitsDep, check_params_sizes
 from scheduler.api.schemas import (
     ChangePublic,
+    HistoryPublic,
+    HistoryRunPublic,
     JobApplied,
     JobCreate,
     JobPublic,
@@ -41,6 +43,7 @@ from scheduler.services.job_queries import JobFilter, JobStateName, get_job, lis
 from scheduler.services.job_update import update_job
 from scheduler.services.jobs import create_job
 from scheduler.services.pages import CURSOR_PATTERN
+from scheduler.services.run_lists import run_grid
 from scheduler.services.run_queries import get_run, list_runs
 from scheduler.services.runs import create_run
 from scheduler.services.tenancy import visible_job
@@ -146,6 +149,20 @@ _CONFLICT: dict[int | str, dict[str, Any]] = {409: {
     "description": "The job's state does not allow it; `detail` names the state or the "
     "unfinished run. Nothing was changed.",
 }}
+
+
+@router.get("/{job_id}/history", dependencies=[Depends(scope("job.read"))])
+def history(
+    job_id: JobIdDep, session: SessionDep, principal: PrincipalDep,
+    limit: Annotated[int, Query(ge=1, le=200, description="How many runs, newest first.")] = 30,
+) -> HistoryPublic:
+    """The job's last runs as a grid: its tasks in order, each run's task states."""
+    visible_job(session, job_id, principal.tenant)
+    tasks, rows = run_grid(session, job_id, limit)
+    return HistoryPublic(tasks=tasks, runs=[HistoryRunPublic(
+        id=row.run.id, number=row.run.number, trigger=row.run.trigger, state=row.run.state,
+        started_at=row.run.started_at, finished_at=row.run.finished_at, tasks=row.tasks,
+    ) for row in rows])
 
 
 @router.post("/{job_id}/commit", responses=_CONFLICT, dependencies=[Depends(scope("job"))])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any, Literal, get_args
 from uuid import UUID
 
 from fastapi import APIRouter, Depends, Header, Query
@@ -11,18 +11,53 @@ from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from scheduler.api.deps import PrincipalDep, ResourcesDep, SessionDep, scope
 from scheduler.api.errors import PROBLEM_JSON
 from scheduler.api.log_follow import follow_lines
-from scheduler.api.schemas import JournalEntryPublic, JournalPublic, LogsPublic, Problem, RunPublic
+from scheduler.api.schemas import (
+    JournalEntryPublic,
+    JournalPublic,
+    ListedRunPublic,
+    ListedRunsPublic,
+    LogsPublic,
+    Problem,
+    RunPublic,
+    RunSummaryPublic,
+)
 from scheduler.engine.commands import RunAction, TaskAction
 from scheduler.services.access import Scope
+from scheduler.services.pages import CURSOR_PATTERN
+from scheduler.services.run_lists import RunFilter, list_all_runs
 from scheduler.services.run_queries import find_task_run, get_run, journal, task_logs
 from scheduler.services.tenancy import visible_run
 
 router = APIRouter(prefix="/runs", tags=["runs"])
+RunStateName = Literal[
+    "READY", "ACTIVE", "CONFIRM", "PAUSE_REQUESTED", "PAUSED", "CANCEL_REQUESTED",
+    "CANCELED", "COMPLETED", "FAILED", "TIMEOUT",
+]
+TriggerName = Literal["schedule", "catchup", "submit", "api", "manual"]
 _REFUSED: dict[int | str, dict[str, Any]] = {409: {
     "model": Problem, "content": {PROBLEM_JSON: {}},
     "description": "The run's (or task's) current state does not allow the action; "
     "`detail` names it. Nothing was changed.",
 }}
+
+
+@router.get("", dependencies=[Depends(scope("job.read"))])
+def list_(
+    session: SessionDep, principal: PrincipalDep, *,
+    state: Annotated[list[RunStateName] | None, Query(description="Repeatable: any of.")] = None,
+    trigger: Annotated[list[TriggerName] | None, Query(
+        description="Repeatable: any of.")] = None,
+    limit: Annotated[int, Query(ge=1, le=500, description="Page size.")] = 50,
+    cursor: Annotated[str | None, Query(description="`next_cursor` of the previous page.",
+                                        json_schema_extra={"pattern": CURSOR_PATTERN})] = None,
+) -> ListedRunsPublic:
+    """Runs of every job, newest first (a tenant-bound token's tenant's only)."""
+    filters = RunFilter(principal.tenant, tuple(state or ()), tuple(trigger or ()))
+    page = list_all_runs(session, filters, limit, cursor)
+    return ListedRunsPublic(data=[
+        ListedRunPublic.model_validate({**RunSummaryPublic.of(item.summary).model_dump(),
+                                        "job_name": item.job_name, "tenant": item.tenant})
+        for item in page.items], next_cursor=page.next_cursor)
 
 
 @router.get("/{run_id}", dependencies=[Depends(scope("job.read"))])

@@ -29,3 +29,10 @@ export function schedule(value) {
   if (value.at) return `once, at ${when(value.at)}`;
   return `cron "${value.cron}" (${value.timezone || "UTC"})`;
 }
+
+/** How long from `startIso` to `endIso` (or to now, for what still runs): "1.5 s". */
+export function duration(startIso, endIso) {
+  if (!startIso) return "—";
+  const end = endIso ? new Date(endIso) : new Date();
+  return seconds(Math.max(0, (end - new Date(startIso)) / 1000));
+}

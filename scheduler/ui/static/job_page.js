@@ -4,7 +4,7 @@
 import { actionButton } from "./actions.js";
 import { call, query } from "./api.js";
 import { fill, h } from "./dom.js";
-import { pretty, schedule, seconds, when } from "./format.js";
+import { duration, pretty, schedule, seconds, when } from "./format.js";
 import * as notice from "./notice.js";
 import { mayChange } from "./session.js";
 import { badge } from "./states.js";
@@ -21,11 +21,33 @@ export function jobPage(view, jobId) {
       h("div", { class: "actions" }, jobActions(job, area, load)), area);
     fill(body, definition(job), scheduleSection(job), h("h3", { text: "Tasks" }), taskTable(job.tasks));
   };
+  const grid = h("div", { class: "history" });
   fill(head, area); // until the job is read: where an error shows
-  fill(view, head, body, h("h3", { text: "Runs" }), runs.element);
+  fill(view, head, body, h("h3", { text: "History" }), grid, h("h3", { text: "Runs" }), runs.element);
   load().catch((error) => notice.show(area, error.message));
   runs.load(false);
+  call(`/jobs/${jobId}/history?limit=30`).then((history) => fill(grid, historyGrid(history)))
+    .catch((error) => notice.show(area, error.message));
   return () => {};
+}
+
+/** The last runs (rows, newest first) by the job's tasks (columns), coloured by state. */
+function historyGrid(history) {
+  if (!history.runs.length) return h("p", { class: "muted", text: "No run yet." });
+  return h("table", { class: "grid", "aria-label": "run history" },
+    h("thead", null, h("tr", null, h("th", { text: "Run" }), h("th", { text: "State" }),
+      history.tasks.map((task) => h("th", { class: "task", text: task })), h("th", { text: "Duration" }))),
+    h("tbody", null, history.runs.map((run) => h("tr", { "data-run": run.id },
+      h("td", null, h("a", { href: `#/runs/${run.id}`, text: `#${run.number}` })),
+      h("td", null, badge(run.state)),
+      history.tasks.map((task) => {
+        const state = run.tasks[task];
+        return h("td", { class: "cell" }, h("span", {
+          class: `square state-${state || "NONE"}`, title: `${task}: ${state || "—"}`,
+          "data-state": state || "",
+        }));
+      }),
+      h("td", { text: duration(run.started_at, run.finished_at) })))));
 }
 
 function jobActions(job, area, reload) {

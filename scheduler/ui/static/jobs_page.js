@@ -44,7 +44,7 @@ export function jobsPage(view) {
       mayChange() ? h("a", { href: "#/submit", class: "button", "data-action": "submit-job", text: "Submit a job" }) : null),
     form.element, area,
     h("table", { class: "jobs" },
-      h("thead", null, h("tr", null, ["Name", "State", "Type", "Application", "Tenant", "Schedule", "Created"]
+      h("thead", null, h("tr", null, ["Name", "State", "Last run", "Next run", "Schedule", "Type", "Created"]
         .map((title) => h("th", { text: title })))),
       rows),
     more);
@@ -73,12 +73,17 @@ function filterForm() {
 }
 
 function jobRow(job) {
+  const last = job.latest_run;
+  const lastRun = last
+    ? h("span", null, h("a", { href: `#/runs/${last.id}`, text: `#${last.number}` }), " ", badge(last.state),
+      ` ${when(last.finished_at || last.started_at)}`)
+    : "—";
   return h("tr", { "data-job": job.id },
     h("td", null, h("a", { href: `#/jobs/${job.id}`, text: job.name })),
     h("td", null, badge(job.state)),
-    h("td", { text: job.type || "—" }),
-    h("td", { text: job.application || "—" }),
-    h("td", { text: job.tenant || "—" }),
+    h("td", { class: "last-run" }, lastRun),
+    h("td", { class: "next-run", text: job.next_fire_at ? when(job.next_fire_at) : "—" }),
     h("td", { text: `${schedule(job.schedule)}${job.enabled ? "" : " (disabled)"}` }),
+    h("td", { text: job.type || "—" }),
     h("td", { text: when(job.created_at) }));
 }

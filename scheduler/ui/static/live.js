@@ -39,9 +39,11 @@ const pause = (ms, signal) => new Promise((resolve) => {
 
 /**
  * Call refresh() on every event that the stream at `path` delivers, until the signal
- * aborts; showMode("live" | "polling") says which way the page is kept current.
+ * aborts or, once the stream has ended, done() says nothing more will happen (a run's
+ * stream ends after its final event); showMode("live" | "polling") says which way the
+ * page is kept current.
  */
-export function watch(path, refresh, { signal, showMode = () => {} }) {
+export function watch(path, refresh, { signal, showMode = () => {}, done = () => false }) {
   const kick = coalesced(refresh);
   (async () => {
     while (!signal.aborted) {
@@ -51,10 +53,12 @@ export function watch(path, refresh, { signal, showMode = () => {} }) {
           onOpen: () => { showMode("live"); kick(); }, // catch up on what came before
           onEvent: () => kick(),
         });
+        await kick();
+        if (done()) return;
       } catch {
         // no stream (404 before the endpoint existed, a proxy, a restart): poll
       }
-      if (signal.aborted) return;
+      if (signal.aborted || done()) return;
       showMode("polling");
       for (let waited = 0; waited < STREAM_RETRY_MS && !signal.aborted; waited += POLL_MS) {
         await pause(POLL_MS, signal);

@@ -1,5 +1,5 @@
-// Where the page starts: hash routes (#/jobs, #/jobs/<id>, #/runs/<id>, #/submit,
-// #/login), each a view that renders into <main> and returns what stops it (a live
+// Where the page starts: hash routes (#/jobs, #/jobs/<id>, #/runs, #/runs/<id>,
+// #/workers, #/submit, #/login), each a view that renders into <main> and returns what stops it (a live
 // stream, a followed log) when another view takes its place.
 
 import { whenUnauthorized } from "./api.js";
@@ -8,14 +8,18 @@ import { jobPage } from "./job_page.js";
 import { jobsPage } from "./jobs_page.js";
 import { loginPage, whoIs } from "./login_page.js";
 import { runPage } from "./run_page.js";
+import { runsPage } from "./runs_page.js";
 import { logOut, setWho, token, who } from "./session.js";
 import { submitPage } from "./submit_page.js";
+import { workersPage } from "./workers_page.js";
 
 const ROUTES = [
   [/^#\/jobs\/([^/]+)$/, (view, id) => jobPage(view, decodeURIComponent(id))],
   [/^#\/runs\/([^/]+)$/, (view, id) => runPage(view, decodeURIComponent(id))],
   [/^#\/submit$/, (view) => submitPage(view)],
   [/^#\/jobs$/, (view) => jobsPage(view)],
+  [/^#\/runs$/, (view) => runsPage(view)],
+  [/^#\/workers$/, (view) => workersPage(view)],
 ];
 
 let stopView = () => {};

@@ -4,11 +4,11 @@
 import { runActions } from "./actions.js";
 import { ApiError, call } from "./api.js";
 import { fill, h } from "./dom.js";
-import { when } from "./format.js";
+import { duration, when } from "./format.js";
 import { taskGraph } from "./graph.js";
 import { watch } from "./live.js";
 import * as notice from "./notice.js";
-import { badge, legend } from "./states.js";
+import { RUN_TERMINAL, badge, legend } from "./states.js";
 import { taskPanel } from "./task_panel.js";
 
 /** Render the run page into `view`; returns what stops its stream and log. */
@@ -18,13 +18,14 @@ export function runPage(view, runId) {
     runId, selected: null, run: null, graph: null,
     title: h("h2", { text: "Run" }), mode: h("span", { class: "mode", "data-mode": "connecting", text: "connecting…" }),
     actions: h("div", { class: "actions" }), area: notice.area(), facts: h("p", { class: "muted" }),
-    graphBox: h("div", { class: "graph-box" }), table: h("div"),
+    graphBox: h("div", { class: "graph-box" }), table: h("div"), gantt: h("div"),
   };
   const refresh = async () => render(page, await call(`/runs/${runId}`));
   page.refresh = refresh;
   page.panel = taskPanel(runId, { refresh });
   fill(view, page.title, h("div", { class: "toolbar" }, page.actions, page.mode), page.area,
-    page.facts, page.graphBox, legend(), h("h3", { text: "Tasks" }), page.table, page.panel.element);
+    page.facts, page.graphBox, legend(), h("h3", { text: "Tasks" }), page.table,
+    h("h3", { text: "Durations" }), page.gantt, page.panel.element);
   start(page, controller.signal).catch((error) => notice.show(page.area, error.message));
   return () => {
     controller.abort();
@@ -44,10 +45,28 @@ async function start(page, signal) {
   page.graph = taskGraph(tasks, select);
   fill(page.graphBox, page.graph.element);
   page.select = select;
+  page.signal = signal;
   render(page, run);
+}
+
+/** Keep the page current while the run goes on; say "finished" once it has ended. */
+function follow(page) {
+  if (RUN_TERMINAL.has(page.run.state)) {
+    page.mode.dataset.mode = "finished";
+    page.mode.textContent = "finished";
+    return;
+  }
+  if (page.following || !page.signal) return;
+  page.following = true;
   watch(`/events?run_id=${encodeURIComponent(page.runId)}`, page.refresh, {
-    signal,
+    signal: page.signal,
+    done: () => {
+      const over = RUN_TERMINAL.has(page.run.state);
+      if (over) page.following = false; // a retry from this page starts following again
+      return over;
+    },
     showMode: (mode) => {
+      if (RUN_TERMINAL.has(page.run.state)) return;
       page.mode.dataset.mode = mode;
       page.mode.textContent = mode === "live" ? "● live" : "polling every second";
     },
@@ -81,7 +100,35 @@ function render(page, run) {
     counts.join(", ") || "no tasks"].join(" · "));
   page.graph.update(run.tasks);
   fill(page.table, taskTable(run, page.select));
+  fill(page.gantt, gantt(run));
   if (page.selected) page.panel.show(run, page.selected);
+  follow(page);
+}
+
+/** Each task's attempt as a bar on the run's time line: when it started, how long. */
+function gantt(run) {
+  const started = run.tasks.filter((task) => task.started_at);
+  if (!started.length) return h("p", { class: "muted", text: "No task has started yet." });
+  const now = Date.now();
+  const from = Math.min(...started.map((task) => Date.parse(task.started_at)));
+  const to = Math.max(...started.map((task) => (task.finished_at ? Date.parse(task.finished_at) : now)));
+  const span = Math.max(to - from, 1);
+  return h("div", { class: "gantt", role: "img", "aria-label": "task durations" },
+    started.map((task) => {
+      const start = Date.parse(task.started_at) - from;
+      const end = (task.finished_at ? Date.parse(task.finished_at) : now) - from;
+      const bar = h("span", {
+        class: `bar state-${task.state}`,
+        title: `${task.name}: ${duration(task.started_at, task.finished_at)}`,
+      });
+      // Through the CSSOM: the page's CSP refuses style attributes.
+      bar.style.left = `${(100 * start) / span}%`;
+      bar.style.width = `${Math.max((100 * (end - start)) / span, 0.5)}%`;
+      return h("div", { class: "gantt-row", "data-task": task.name },
+        h("span", { class: "gantt-name", text: task.name }),
+        h("span", { class: "gantt-track" }, bar),
+        h("span", { class: "gantt-time", text: duration(task.started_at, task.finished_at) }));
+    }));
 }
 
 function taskTable(run, select) {

@@ -1,0 +1,113 @@
+"""Runs across jobs, a job's run history as a grid, and what each live worker runs.
+
+For the people who operate many runs (issue 17): ``GET /runs`` (newest first, with
+filters), ``GET /jobs/{id}/history`` (runs x tasks, coloured by state in the UI) and
+``GET /workers`` (each live worker, its types, its ACTIVE attempts).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from sqlalchemy import select, tuple_
+from sqlalchemy.orm import Session
+
+from common.domain.states import TaskState
+from common.persistence.models import Job, Run, Task, TaskRun
+from scheduler.services.errors import NotFound
+from scheduler.services.pages import Page, decode_cursor, encode_cursor
+from scheduler.services.run_queries import RunSummary, progress, task_counts
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """Which runs ``GET /runs`` lists: every given filter must match."""
+
+    tenant: str | None = None
+    states: tuple[str, ...] = ()
+    triggers: tuple[str, ...] = ()
+    job_id: UUID | None = None
+
+
+@dataclass(frozen=True)
+class ListedRun:
+    """A run as the list across jobs shows it: with its job's name and tenant."""
+
+    summary: RunSummary
+    job_name: str
+    tenant: str
+
+
+def list_all_runs(
+    session: Session, filters: RunFilter, limit: int, cursor: str | None = None,
+) -> Page[ListedRun]:
+    """Runs of every job the filters admit, newest first, ``limit`` at a time."""
+    query = select(Run, Job.name, Job.tenant).join(Job, Job.id == Run.job_id)
+    if filters.tenant is not None:
+        query = query.where(Job.tenant == filters.tenant)
+    if filters.states:
+        query = query.where(Run.state.in_(filters.states))
+    if filters.triggers:
+        query = query.where(Run.trigger.in_(filters.triggers))
+    if filters.job_id is not None:
+        query = query.where(Run.job_id == filters.job_id)
+    if cursor is not None:
+        created, run_id = decode_cursor(cursor, 2)
+        query = query.where(tuple_(Run.created_at, Run.id) < (
+            datetime.fromisoformat(created), UUID(run_id)))
+    rows = session.execute(
+        query.order_by(Run.created_at.desc(), Run.id.desc()).limit(limit + 1)).all()
+    counts = task_counts(session, [row[0].id for row in rows[:limit]])
+    items = [ListedRun(RunSummary(run, progress(counts.get(run.id, Counter()))), name, tenant)
+             for run, name, tenant in rows[:limit]]
+    last = rows[limit - 1][0] if len(rows) > limit else None
+    return Page(items, encode_cursor([last.created_at.isoformat(), str(last.id)])
+                if last is not None else None)
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """One run of a job's history: its state, times and each task's state."""
+
+    run: Run
+    tasks: dict[str, str]
+
+
+def run_grid(session: Session, job_id: UUID, limit: int) -> tuple[list[str], list[HistoryRow]]:
+    """The job's tasks in order, and its last ``limit`` runs with each task's state."""
+    if session.get(Job, job_id) is None:
+        raise NotFound("job", job_id)
+    tasks = list(session.scalars(
+        select(Task.name).where(Task.job_id == job_id).order_by(Task.position)))
+    runs = list(session.scalars(select(Run).where(Run.job_id == job_id)
+                                .order_by(Run.number.desc()).limit(limit)))
+    states: defaultdict[UUID, dict[str, str]] = defaultdict(dict)
+    for run_id, name, state in session.execute(
+            select(TaskRun.run_id, TaskRun.name, TaskRun.state)
+            .where(TaskRun.run_id.in_([run.id for run in runs]))):
+        states[run_id][name] = state
+    return tasks, [HistoryRow(run, states[run.id]) for run in runs]
+
+
+def running_by_worker(
+    session: Session, workers: Sequence[Mapping[str, Any]], tenant: str | None,
+) -> dict[str, list[dict[str, Any]]]:
+    """Each live worker's ACTIVE attempts (a tenant-bound caller sees its tenant's only)."""
+    names = [str(worker.get("hostname")) for worker in workers]
+    query = (select(TaskRun.worker, TaskRun.run_id, TaskRun.name, TaskRun.attempt,
+                    TaskRun.started_at, Job.name)
+             .join(Run, Run.id == TaskRun.run_id).join(Job, Job.id == Run.job_id)
+             .where(TaskRun.state == TaskState.ACTIVE.value, TaskRun.worker.in_(names)))
+    if tenant is not None:
+        query = query.where(Job.tenant == tenant)
+    running: defaultdict[str, list[dict[str, Any]]] = defaultdict(list)
+    for worker, run_id, task, attempt, started_at, job_name in session.execute(
+            query.order_by(TaskRun.started_at)):
+        running[str(worker)].append({"run_id": run_id, "job_name": job_name, "task": task,
+                                     "attempt": attempt, "started_at": started_at})
+    return dict(running)

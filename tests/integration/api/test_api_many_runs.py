@@ -1,0 +1,66 @@
+"""What operating many runs reads (issue 17): runs across jobs, a job's history as a
+grid, the jobs list's last run and next fire, and the live workers with their attempts.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from tests.integration.api.conftest import JobBody
+
+API = "/api/v1"
+
+
+def two_runs(client: TestClient, job_body: JobBody, **fields: Any) -> tuple[dict[str, Any], str]:
+    """A job (its first run on submit) and a second run by name."""
+    name = f"many-{uuid.uuid4().hex[:8]}"
+    job = client.post(f"{API}/jobs", json=job_body(name=name, **fields)).json()
+    second = client.post(f"{API}/jobs/{name}/runs").json()
+    return job, second["id"]
+
+
+def test_runs_across_jobs_come_newest_first_with_their_job_and_filters(
+    client: TestClient, job_body: JobBody,
+) -> None:
+    job, second = two_runs(client, job_body)
+    other, _ = two_runs(client, job_body)
+    page = client.get(f"{API}/runs", params={"limit": 500}).json()
+    ids = [run["id"] for run in page["data"]]
+    assert ids.index(second) < ids.index(job["run_id"])  # newest first
+    listed = next(run for run in page["data"] if run["id"] == second)
+    assert (listed["job_name"], listed["trigger"], listed["state"]) == (job["name"], "api", "READY")
+    submitted = client.get(f"{API}/runs", params={"trigger": "submit", "limit": 500}).json()
+    assert job["run_id"] in [r["id"] for r in submitted["data"]]
+    assert second not in [r["id"] for r in submitted["data"]]
+    first = client.get(f"{API}/runs", params={"limit": 1}).json()
+    rest = client.get(f"{API}/runs", params={"limit": 500, "cursor": first["next_cursor"]}).json()
+    assert first["data"][0]["id"] not in [r["id"] for r in rest["data"]]
+    assert other["run_id"] in [first["data"][0]["id"], *[r["id"] for r in rest["data"]]]
+
+
+def test_a_job_s_history_is_its_tasks_by_its_runs_and_the_list_shows_the_last_run(
+    client: TestClient, job_body: JobBody,
+) -> None:
+    job, second = two_runs(client, job_body)
+    history = client.get(f"{API}/jobs/{job['name']}/history").json()
+    assert history["tasks"] == ["a", "b", "c"]
+    assert [run["id"] for run in history["runs"]] == [second, job["run_id"]]
+    assert history["runs"][0]["tasks"] == {"a": "WAITING", "b": "WAITING", "c": "WAITING"}
+    listed = client.get(f"{API}/jobs", params={"name": job["name"]}).json()["data"][0]
+    assert (listed["latest_run"]["id"], listed["latest_run"]["number"]) == (second, 2)
+
+
+def test_a_cron_job_says_when_it_fires_next(client: TestClient, job_body: JobBody) -> None:
+    name = f"cron-{uuid.uuid4().hex[:8]}"
+    client.post(f"{API}/jobs", json=job_body(name=name, schedule={"cron": "0 3 * * *"}))
+    listed = client.get(f"{API}/jobs", params={"name": name}).json()["data"][0]
+    assert listed["next_fire_at"] is not None and listed["latest_run"] is None
+
+
+def test_workers_are_listed_and_an_unknown_job_s_history_is_404(client: TestClient) -> None:
+    answer = client.get(f"{API}/workers")
+    assert answer.status_code == 200 and isinstance(answer.json()["data"], list)
+    assert client.get(f"{API}/jobs/{uuid.uuid4()}/history").status_code == 404
