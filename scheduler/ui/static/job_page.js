@@ -2,10 +2,11 @@
 // API), its schedule with the next fire times, its runs, and run now / enable / disable.
 
 import { actionButton } from "./actions.js";
-import { call, query } from "./api.js";
+import { call } from "./api.js";
 import { fill, h } from "./dom.js";
 import { duration, pretty, schedule, seconds, when } from "./format.js";
 import * as notice from "./notice.js";
+import { pagedRows } from "./pages.js";
 import { mayChange } from "./session.js";
 import { badge } from "./states.js";
 
@@ -101,23 +102,11 @@ function taskTable(tasks) {
 }
 
 function runList(jobId) {
-  const rows = h("tbody");
   const area = notice.area();
-  const more = h("button", { type: "button", class: "more", hidden: true, text: "Load more" });
-  let cursor = null;
-  const load = async (append) => {
-    try {
-      const page = await call(`/jobs/${jobId}/runs${query({ limit: 20, cursor: append ? cursor : null })}`);
-      if (!append) fill(rows);
-      rows.append(...page.data.map(runRow));
-      if (!append && !page.data.length) rows.append(h("tr", null, h("td", { colspan: 6, class: "muted", text: "No run yet." })));
-      cursor = page.next_cursor;
-      more.hidden = !cursor;
-    } catch (error) {
-      notice.show(area, error.message);
-    }
-  };
-  more.addEventListener("click", () => load(true));
+  const { rows, more, load } = pagedRows({
+    path: `/jobs/${jobId}/runs`, params: () => ({ limit: 20 }),
+    rowOf: runRow, empty: "No run yet.", columns: 6, area,
+  });
   const element = h("div", null, area, h("table", { class: "runs" },
     h("thead", null, h("tr", null, ["Run", "State", "Trigger", "Scheduled", "Started", "Finished"]
       .map((title) => h("th", { text: title })))), rows), more);

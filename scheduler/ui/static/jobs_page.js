@@ -1,10 +1,10 @@
 // #/jobs: the jobs, newest first, filtered as GET /jobs filters (state, type,
 // application, tenant, a part of the name), a page at a time ("Load more").
 
-import { call, query } from "./api.js";
 import { fill, h } from "./dom.js";
 import { schedule, when } from "./format.js";
 import * as notice from "./notice.js";
+import { pagedRows } from "./pages.js";
 import { mayChange, who } from "./session.js";
 import { JOB_STATES, badge } from "./states.js";
 
@@ -13,31 +13,17 @@ const PAGE_SIZE = 50;
 /** Render the jobs page into `view`. */
 export function jobsPage(view) {
   const area = notice.area();
-  const rows = h("tbody");
-  const more = h("button", { type: "button", class: "more", hidden: true, text: "Load more" });
   const form = filterForm();
-  let cursor = null;
   let filters = {};
-
-  const load = async (append) => {
-    notice.show(area, null);
-    try {
-      const page = await call(`/jobs${query({ ...filters, limit: PAGE_SIZE, cursor: append ? cursor : null })}`);
-      if (!append) fill(rows);
-      rows.append(...page.data.map(jobRow));
-      if (!append && !page.data.length) rows.append(h("tr", null, h("td", { colspan: 7, class: "muted", text: "No job matches." })));
-      cursor = page.next_cursor;
-      more.hidden = !cursor;
-    } catch (error) {
-      notice.show(area, error.message);
-    }
-  };
+  const { rows, more, load } = pagedRows({
+    path: "/jobs", params: () => ({ ...filters, limit: PAGE_SIZE }),
+    rowOf: jobRow, empty: "No job matches.", columns: 7, area,
+  });
   form.element.addEventListener("submit", (event) => {
     event.preventDefault();
     filters = form.values();
     load(false);
   });
-  more.addEventListener("click", () => load(true));
 
   fill(view,
     h("div", { class: "toolbar" }, h("h2", { text: "Jobs" }),

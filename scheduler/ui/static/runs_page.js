@@ -1,10 +1,10 @@
 // #/runs: runs of every job, newest first, filtered by state and trigger (GET /runs),
 // with their durations; a page at a time ("Load more").
 
-import { call, query } from "./api.js";
 import { fill, h } from "./dom.js";
 import { duration, when } from "./format.js";
 import * as notice from "./notice.js";
+import { pagedRows } from "./pages.js";
 import { badge } from "./states.js";
 
 const PAGE_SIZE = 50;
@@ -15,25 +15,12 @@ const TRIGGERS = ["schedule", "catchup", "submit", "api"];
 /** Render the runs page into `view`. */
 export function runsPage(view) {
   const area = notice.area();
-  const rows = h("tbody");
-  const more = h("button", { type: "button", class: "more", hidden: true, text: "Load more" });
   const state = select("state", RUN_STATES);
   const trigger = select("trigger", TRIGGERS);
-  let cursor = null;
-  const load = async (append) => {
-    notice.show(area, null);
-    try {
-      const filters = { state: state.value, trigger: trigger.value, limit: PAGE_SIZE };
-      const page = await call(`/runs${query({ ...filters, cursor: append ? cursor : null })}`);
-      if (!append) fill(rows);
-      rows.append(...page.data.map(runRow));
-      if (!append && !page.data.length) rows.append(h("tr", null, h("td", { colspan: 8, class: "muted", text: "No run matches." })));
-      cursor = page.next_cursor;
-      more.hidden = !cursor;
-    } catch (error) {
-      notice.show(area, error.message);
-    }
-  };
+  const { rows, more, load } = pagedRows({
+    path: "/runs", params: () => ({ state: state.value, trigger: trigger.value, limit: PAGE_SIZE }),
+    rowOf: runRow, empty: "No run matches.", columns: 8, area,
+  });
   const form = h("form", { class: "filters", role: "search" },
     h("label", null, "State ", state), h("label", null, "Trigger ", trigger),
     h("button", { type: "submit", text: "Filter" }));
@@ -41,7 +28,6 @@ export function runsPage(view) {
     event.preventDefault();
     load(false);
   });
-  more.addEventListener("click", () => load(true));
   fill(view, h("div", { class: "toolbar" }, h("h2", { text: "Runs" })), form, area,
     h("table", { class: "runs all-runs" },
       h("thead", null, h("tr", null, ["Job", "Run", "State", "Progress", "Trigger", "Started", "Finished", "Duration"]
