@@ -12,7 +12,7 @@ import importlib
 import pkgutil
 import sys
 
-PACKAGES = ("common", "scheduler", "workers", "connectors")
+PACKAGES = ("common", "scheduler", "workers", "connectors", "stellwerk")
 # Imported by Celery and kombu only when a worker connects, never by our modules.
 LAZY = ("kombu.transport.redis", "celery.backends.redis")
 

@@ -2,21 +2,24 @@
 
     stellwerk apply jobs/                 # every *.yaml, *.yml and *.json in it, by name
     stellwerk apply nightly.yaml --dry-run
+    stellwerk apply pipelines:nightly     # a stellwerk.sdk.Job (or a list) in pipelines.py
 
-Each spec goes to ``PUT /jobs/{name}``: the job of that name is created, or changed
-where it differs from the file, or left alone; what changed is printed, one line a
-change (secrets sealed). Applying the same files again changes nothing, so a CI job can
-apply a repository's jobs on every push. Every file is read before any is sent: one
-that does not parse changes nothing.
+Each spec goes to ``PUT /jobs/{name}`` (through :class:`stellwerk.client.Client`): the
+job of that name is created, or changed where it differs from the file, or left alone;
+what changed is printed, one line a change (secrets sealed). Applying the same files
+again changes nothing, so a CI job can apply a repository's jobs on every push. Every
+spec is read before any is sent: one that does not parse changes nothing.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import quote
 
+import httpx
 import typer
 from rich.console import Console
 from rich.text import Text
@@ -25,12 +28,12 @@ from scheduler.cli.client import (
     ApiUrlOption,
     DataDirOption,
     TokenOption,
-    api_client,
-    call,
     resolve_connection,
 )
 from scheduler.cli.errors import CliError, reporting_errors
 from scheduler.cli.specfile import load_job_spec
+from stellwerk.client import ApiError, Client
+from stellwerk.sdk import jobs_of
 
 PANEL = "Client"
 SUFFIXES = (".yaml", ".yml", ".json")
@@ -43,20 +46,50 @@ def register(app: typer.Typer) -> None:
 
 
 def apply(
-    paths: Annotated[list[Path], typer.Argument(
-        help="Spec files, or directories of them (*.yaml, *.yml, *.json).", show_default=False)],
+    targets: Annotated[list[str], typer.Argument(
+        metavar="TARGET...", help="Spec files, directories of them (*.yaml, *.yml, *.json), "
+        "or module:attr naming stellwerk.sdk jobs.", show_default=False)],
     dry_run: Annotated[bool, typer.Option(
         "--dry-run", help="Print what would change; change nothing.")] = False,
     api_url: ApiUrlOption = None, token: TokenOption = None, data_dir: DataDirOption = None,
 ) -> None:
-    """Create or update jobs by name from spec files; print what changed."""
-    specs = [(path, _named(path, load_job_spec(path))) for path in spec_files(paths)]
+    """Create or update jobs by name from spec files or Python; print what changed."""
+    specs = [spec for target in targets for spec in read_specs(target)]
     console = Console()
-    with api_client(resolve_connection(api_url, token, data_dir)) as http:
-        for path, spec in specs:
-            query = "?dry_run=true" if dry_run else ""
-            answer = call(http, "PUT", f"/jobs/{quote(spec['name'], safe='')}{query}", spec)
-            print_applied(console, path, answer)
+    connection = resolve_connection(api_url, token, data_dir)
+    with Client(connection.api_url, connection.token) as api:
+        for origin, spec in specs:
+            try:
+                answer = api.apply(spec, dry_run=dry_run)
+            except ApiError as error:
+                raise CliError(f"{origin}: {error}") from error
+            except httpx.HTTPError as error:
+                raise CliError(f"cannot reach the API at {connection.base_url} (the URL is "
+                               f"{connection.url_from}'s): {error}") from error
+            print_applied(console, origin, dict(answer))
+
+
+def read_specs(target: str) -> list[tuple[str, dict[str, Any]]]:
+    """``(where from, spec)`` of a file, of a directory's files, or of ``module:attr``."""
+    path = Path(target)
+    if ":" in target and not path.exists():
+        return python_specs(target)
+    return [(str(file), _named(file, load_job_spec(file))) for file in spec_files([path])]
+
+
+def python_specs(target: str) -> list[tuple[str, dict[str, Any]]]:
+    """The specs of the ``stellwerk.sdk`` jobs that ``module:attr`` names."""
+    module_name, _, attr = target.partition(":")
+    if str(Path.cwd()) not in sys.path:
+        sys.path.insert(0, str(Path.cwd()))  # as ``python -m`` would find it
+    try:
+        value = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as error:
+        raise CliError(f"{target}: {error}") from error
+    try:
+        return [(target, job.spec()) for job in jobs_of(value)]
+    except (TypeError, ValueError) as error:
+        raise CliError(f"{target}: {error}") from error
 
 
 def spec_files(paths: list[Path]) -> list[Path]:
@@ -73,12 +106,12 @@ def spec_files(paths: list[Path]) -> list[Path]:
     return files
 
 
-def print_applied(console: Console, path: Path, answer: dict[str, Any]) -> None:
+def print_applied(console: Console, origin: str, answer: dict[str, Any]) -> None:
     """``name (file): created`` and a line per change: ``~ tasks.b.retries: 2 -> 5``."""
     action = str(answer.get("action"))
     said = f"would be {action}" if answer.get("dry_run") and action != "unchanged" else action
-    name = (answer.get("job") or {}).get("name") or path.stem
-    console.print(Text.assemble((str(name), "bold"), f" ({path}): {said}"), soft_wrap=True)
+    name = (answer.get("job") or {}).get("name") or Path(origin).stem
+    console.print(Text.assemble((str(name), "bold"), f" ({origin}): {said}"), soft_wrap=True)
     mark, style = MARKS.get(action, ("~", "yellow"))
     for change in answer.get("changes") or []:
         before, after = change.get("before"), change.get("after")

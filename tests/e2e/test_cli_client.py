@@ -129,3 +129,23 @@ def test_jobs_are_applied_from_files_by_name_and_run_by_name(
     assert any("task.completed" in line and " a " in line for line in lines)
     shown = cli(system, "show", run_id, "--json")
     assert json.loads(shown.stdout)["state"] == "COMPLETED"
+
+
+def test_jobs_written_in_python_are_applied(
+    api: httpx.Client, system: System, tmp_path: Path,
+) -> None:
+    """Issue 17: ``stellwerk.sdk`` jobs, applied as ``module:attr`` from their folder."""
+    name = f"py-{uuid.uuid4().hex[:6]}"
+    (tmp_path / "pipelines.py").write_text(
+        "from stellwerk.sdk import Job\n"
+        f"job = Job({name!r}, draft=True)\n"
+        "extract = job.task('extract', 'noop')\n"
+        "load = job.task('load', 'noop', retries=1)\n"
+        "extract >> load\n")
+    env = {**system.env, "COLUMNS": "200"}
+    applied = subprocess.run(command(system, "apply", "pipelines:job"), cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=60, check=False)
+    assert applied.returncode == 0, applied.stderr
+    assert f"{name} (pipelines:job): created" in applied.stdout
+    tasks = {t["name"]: t for t in api.get(f"/jobs/{name}").json()["tasks"]}
+    assert tasks["extract"]["next"] == ["load"] and tasks["load"]["retries"] == 1

@@ -77,3 +77,21 @@ def test_a_spec_without_a_name_is_refused(canned_api: CannedApi, tmp_path: Path)
     (tmp_path / "anon.yaml").write_text("tasks: [{name: a, type: noop}]\n")
     result = stellwerk(canned_api.url, "apply", str(tmp_path / "anon.yaml"))
     assert result.exit_code == 1 and "needs a name" in result.output
+
+
+def test_python_jobs_are_applied_from_module_attr(
+    canned_api: CannedApi, tmp_path: Path,
+) -> None:
+    (tmp_path / "pipelines.py").write_text(
+        "from stellwerk.sdk import Job\n"
+        "nightly = Job('nightly', schedule={'cron': '30 2 * * *'})\n"
+        "nightly.task('a', 'noop')\n")
+    canned_api.reply("PUT", "/api/v1/jobs/nightly", (200, changed("unchanged")))
+    result = stellwerk(canned_api.url, "apply", "pipelines:nightly")
+    assert result.exit_code == 0, result.output
+    sent = canned_api.calls("PUT", "/api/v1/jobs/nightly")[0]["body"]
+    assert sent == {"name": "nightly", "schedule": {"cron": "30 2 * * *"},
+                    "tasks": [{"name": "a", "type": "noop", "params": {}, "next": []}]}
+    assert "nightly (pipelines:nightly): unchanged" in result.output
+    missing = stellwerk(canned_api.url, "apply", "pipelines:nothing")
+    assert missing.exit_code == 1 and "nothing" in missing.output
