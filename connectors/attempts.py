@@ -17,6 +17,7 @@ from datetime import datetime
 
 from common.messaging.holdings import Holdings
 from common.messaging.messages import TaskDispatch, utcnow
+from common.tracing import span, task_attributes, tracing_on
 from connectors.endings import Ending, Finished, HandedOver
 from connectors.monitor import Monitor, Watch
 from connectors.results import AttemptReporter, ResultSender
@@ -62,7 +63,9 @@ class AttemptRunner:
             watch = self._monitor.watch(dispatch.idempotency_key, reporter)
             self._hold(dispatch.idempotency_key, watch)
             try:
-                ending = await _supervised(processor(dispatch), watch, dispatch)
+                attributes = task_attributes(dispatch, self._worker) if tracing_on() else None
+                with span("stellwerk.task", dispatch.traceparent, attributes):
+                    ending = await _supervised(processor(dispatch), watch, dispatch)
             finally:
                 self._monitor.unwatch(watch)
                 if self._holdings is not None:

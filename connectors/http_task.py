@@ -18,6 +18,7 @@ from pydantic import ValidationError
 
 from common.messaging.messages import TaskDispatch
 from common.secure_params import SecretBox, SecretKeyError
+from common.tracing import current_traceparent, headers_with_trace
 from connectors.calls import CallError, call
 from connectors.endings import Finished
 from connectors.params import HttpCall, describe, merged_headers, secure_headers
@@ -40,8 +41,10 @@ class HttpTask:
         headers = call_headers(dispatch, request.headers, self._secrets)
         if isinstance(headers, Finished):
             return headers
+        # The called service may trace its side under this attempt (W3C traceparent).
+        sent = headers_with_trace(headers.headers, current_traceparent())
         ending = await perform(
-            self._client, request.method, request.url, headers=headers.headers,
+            self._client, request.method, request.url, headers=sent,
             timeout_s=request.timeout, json_body=request.body,
         )
         return masked(ending, headers.secrets)

@@ -20,6 +20,7 @@ from common.messaging.keys import cancel_key
 from common.messaging.messages import TaskBundle, TaskDispatch, TaskResult, utcnow
 from common.messaging.publisher import Publisher, Sink
 from common.secure_params import SecretBox, SecretKeyError
+from common.tracing import span, task_attributes, tracing_on
 from workers.bundle import BundleItems, ResultBuffer
 from workers.context import TaskContext, attempt_label
 from workers.heartbeat import Heartbeat, Watchdog
@@ -114,9 +115,14 @@ class Executor:
             return None
 
     def _run(self, dispatch: TaskDispatch, worker: str, outcomes: Sink) -> None:
-        """Run a claimed attempt; its ``finished`` message goes to ``outcomes``."""
+        """Run a claimed attempt; its ``finished`` message goes to ``outcomes``.
+
+        With tracing on, the attempt is a span in its run's trace (``stellwerk.task``).
+        """
         try:
-            self._run_claimed(dispatch, worker, outcomes)
+            attributes = task_attributes(dispatch, worker) if tracing_on() else None
+            with span("stellwerk.task", dispatch.traceparent, attributes):
+                self._run_claimed(dispatch, worker, outcomes)
         finally:
             self._holdings.release(dispatch.idempotency_key)
 

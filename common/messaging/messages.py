@@ -12,7 +12,13 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 from uuid import UUID, uuid4
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
 ACTIVATION_QUEUE = "stellwerk.activation"
 RESULTS_QUEUE = "stellwerk.results"
@@ -84,6 +90,8 @@ class TaskDispatch(Message):
     timeout_s: float = 12 * 3600.0
     last_success_start: datetime | None = None
     last_success_finish: datetime | None = None
+    # The run's trace context (W3C ``traceparent``) while tracing is on (common.tracing).
+    traceparent: str | None = None
 
     @property
     def idempotency_key(self) -> str:
@@ -164,4 +172,14 @@ class Event(BaseModel):
     # The producer's ``request_id`` on the answer to a ``stellwerk.jobs`` request
     # (``job.created``, ``request.failed``...); None when the change came another way.
     request_id: str | None = None
+    # The run's W3C trace context while tracing is on (``common.tracing``); left out of
+    # the JSON when None, so that without tracing no event says anything of it.
+    traceparent: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _without_an_unset_trace(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("traceparent") is None:
+            data.pop("traceparent", None)
+        return data
 

@@ -182,6 +182,8 @@ class Run(Base):
     created_at: Mapped[datetime] = mapped_column(server_default=func.now())
     started_at: Mapped[datetime | None] = mapped_column(nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(nullable=True)
+    # The run's W3C trace context while tracing is on (``common.tracing``), else NULL.
+    traceparent: Mapped[str | None] = mapped_column(String(60), nullable=True)
     updated_at: Mapped[datetime] = mapped_column(server_default=func.now())
 
     __table_args__ = (

@@ -85,7 +85,7 @@ PRUNE_DELIVERIES = text(
 
 LOCK_RUNS = (
     "SELECT r.id, r.job_id, r.number, r.state, r.version, r.started_at, j.version, "
-    "s.last_success_start, s.last_success_finish, s.data::text "
+    "s.last_success_start, s.last_success_finish, s.data::text, r.traceparent "
     "FROM runs r JOIN jobs j ON j.id = r.job_id "
     "LEFT JOIN job_storage s ON s.job_id = r.job_id "
     "WHERE r.id = ANY(%s) ORDER BY r.id FOR UPDATE OF r"
@@ -145,11 +145,11 @@ PRUNE_FIRES = text(
 
 INSERT_RUNS = (
     "INSERT INTO runs (id, job_id, number, trigger, state, scheduled_for, late_at, "
-    "activation_sent_at, created_at, updated_at, version) "
+    "activation_sent_at, traceparent, created_at, updated_at, version) "
     "SELECT r.id, r.job_id, r.number, r.trigger, 'READY', r.scheduled_for, r.late_at, r.sent, "
-    "%s, %s, 0 FROM unnest(%b::uuid[], %b::uuid[], %b::int[], %b::text[], "
-    "%b::timestamptz[], %b::timestamptz[], %b::timestamptz[]) "
-    "AS r(id, job_id, number, trigger, scheduled_for, late_at, sent)"
+    "r.traceparent, %s, %s, 0 FROM unnest(%b::uuid[], %b::uuid[], %b::int[], %b::text[], "
+    "%b::timestamptz[], %b::timestamptz[], %b::timestamptz[], %b::text[]) "
+    "AS r(id, job_id, number, trigger, scheduled_for, late_at, sent, traceparent)"
 )
 
 INSERT_TASK_RUNS = (

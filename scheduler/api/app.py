@@ -15,10 +15,12 @@ from fastapi import FastAPI
 
 from common.config import Settings
 from common.messaging.messages import utcnow
+from common.tracing import tracing_on
 from scheduler.api.admission import Admission
 from scheduler.api.errors import install_error_handlers
 from scheduler.api.limits import BodySizeLimit
 from scheduler.api.openapi import openapi_document
+from scheduler.api.request_spans import RequestSpans
 from scheduler.api.resources import Clock, Resources
 from scheduler.api.routes import api_router
 from scheduler.api.routes.events import EVENTS_PATH, LiveEvents
@@ -72,6 +74,8 @@ def create_app(settings: Settings, *, clock: Clock = utcnow) -> FastAPI:
         Admission, limit=REQUEST_THREADS, exempt=(f"{base}{EVENTS_PATH}",),
     )  # inside: bodies are read first
     app.add_middleware(BodySizeLimit, max_bytes=limits.max_body_bytes)
+    if tracing_on():  # a span per request, the root of the traces of runs it creates
+        app.add_middleware(RequestSpans)
     app.include_router(api_router(), prefix=base)
     prefix = base.removesuffix(API_VERSION_PATH)
     app.include_router(web_ui_router(prefix, base), prefix=prefix)

@@ -39,10 +39,17 @@ def register(app: typer.Typer) -> None:
         app.command(rich_help_panel=PANEL)(reporting_errors(command))
 
 
-def component_settings() -> Settings:
-    """Settings from ``STELLWERK_*``, with embedded servers standing in for missing URLs."""
-    from common.embedded import ensure_servers  # noqa: PLC0415
+def component_settings(component: str | None = None) -> Settings:
+    """Settings from ``STELLWERK_*``, with embedded servers standing in for missing URLs.
 
+    Tracing is set up here too, for ``component``, when the ``OTEL_*`` variables ask for
+    it (``common.tracing``): every component's process starts through this.
+    """
+    from common.embedded import ensure_servers  # noqa: PLC0415
+    from common.tracing import configure_tracing  # noqa: PLC0415
+
+    if component is not None:
+        configure_tracing(component)
     return ensure_servers(load_settings())
 
 
@@ -50,26 +57,26 @@ def api(host: HostOption = "127.0.0.1", port: PortOption = 8080) -> None:
     """Serve the REST API and the web UI."""
     from scheduler.api.server import serve  # noqa: PLC0415
 
-    serve(component_settings(), host, port)
+    serve(component_settings("api"), host, port)
 
 
 def engine() -> None:
     """Advance runs: consume activations and results, apply the state machines."""
     from scheduler.engine.main import run_engine  # noqa: PLC0415
 
-    run_engine(component_settings())
+    run_engine(component_settings("engine"))
 
 
 def beat() -> None:
     """Tick every second: fire schedules, check leases and timeouts, relay the outbox."""
     from scheduler.beat.main import run_beat  # noqa: PLC0415
 
-    run_beat(component_settings())
+    run_beat(component_settings("beat"))
 
 
 def notify() -> None:
     """Deliver state-change events to subscribers (webhooks, Celery tasks, the live stream)."""
-    run_notify(component_settings())
+    run_notify(component_settings("notify"))
 
 
 def run_notify(settings: Settings) -> None:
@@ -116,7 +123,7 @@ def worker(
     from workers.main import run_worker  # noqa: PLC0415
 
     run_worker(
-        component_settings(),
+        component_settings("worker"),
         parse_types(types),
         concurrency,
         pool.value,
@@ -138,7 +145,7 @@ def connector(
     """Run http and webservice tasks (many calls at once) and serve POST /invoke."""
     from connectors.main import run_connector  # noqa: PLC0415
 
-    run_connector(component_settings(), host, port, concurrency, hostname)
+    run_connector(component_settings("connector"), host, port, concurrency, hostname)
 
 
 def migrate() -> None:

@@ -225,7 +225,8 @@ class ChangeSet:
         return Event(
             event=name, at=self.now, job_id=job.id, job_name=job.name, job_type=job.type,
             application=job.application, tenant=job.tenant, run_id=run.id,
-            previous=old.value, state=new.value, reason=reason, **task,
+            previous=old.value, state=new.value, reason=reason, traceparent=run.traceparent,
+            **task,
         )
 
     def dispatch_messages(self) -> list[Outgoing]:

@@ -31,7 +31,7 @@ def dispatch_message(run: RunRecord, effect: Dispatch, storage: dict[str, Any]) 
         attempt=effect.attempt, params=params, sealed_secure_params=sealed,
         job_params=job.params, sealed_job_secure_params=job.sealed_secure_params, storage=storage,
         timeout_s=task.timeout_s, last_success_start=run.last_success_start,
-        last_success_finish=run.last_success_finish,
+        last_success_finish=run.last_success_finish, traceparent=run.traceparent,
     )
     return Outgoing(
         task_queue(kind), EXECUTE_TASK, message.model_dump(mode="json"),

@@ -49,6 +49,8 @@ class RunRecord:
     # The job storage as the lock query read it (JSON text), for the dispatches of this
     # transaction; parsed only when a dispatch needs it.
     storage_json: str | None = None
+    # The run's trace context (``common.tracing``): its dispatches carry it.
+    traceparent: str | None = None
 
     def __post_init__(self) -> None:
         """Index task runs by id, for results that name the task run."""
@@ -73,6 +75,7 @@ class LockedRun(NamedTuple):
     last_success_start: datetime | None
     last_success_finish: datetime | None
     storage_json: str | None
+    traceparent: str | None
 
 
 class TaskRunRow(NamedTuple):
@@ -136,6 +139,7 @@ class RunLoader:
             record.last_success_start = row.last_success_start
             record.last_success_finish = row.last_success_finish
             record.storage_json = row.storage_json
+            record.traceparent = row.traceparent
         return fresh, records
 
     def remember(self, record: RunRecord) -> None:

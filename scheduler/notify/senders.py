@@ -20,6 +20,7 @@ import redis
 from common.egress import EgressRefused
 from common.messaging.publisher import Outgoing, Publisher
 from common.secure_params import SecretBox, SecretKeyError
+from common.tracing import headers_with_trace, span, tracing_on
 from scheduler.notify.deliveries import Claimed
 from scheduler.notify.signing import webhook_body, webhook_headers
 
@@ -67,8 +68,11 @@ class WebhookSender:
             secret=secret, body=body, extra={k: str(v) for k, v in extra.items()},
         )
         try:
-            with self._http.stream("POST", delivery.url or "", content=body,
-                                   headers=headers) as response:
+            # With tracing on: a span in the event's run's trace, handed to the receiver.
+            with span("stellwerk.notify.deliver", delivery.payload.get("traceparent"),
+                      _attributes(delivery) if tracing_on() else None) as traced, \
+                    self._http.stream("POST", delivery.url or "", content=body,
+                                      headers=headers_with_trace(headers, traced)) as response:
                 status = response.status_code
         except EgressRefused as error:
             return Sent(False, error=str(error), permanent=True)
@@ -96,6 +100,12 @@ class CeleryTaskSender:
         except redis.RedisError as error:
             return Sent(False, error=_reason(error))
         return Sent(True)
+
+
+def _attributes(delivery: Claimed) -> dict[str, str | int]:
+    return {"stellwerk.event": delivery.event, "stellwerk.delivery": str(delivery.id),
+            "stellwerk.subscription": str(delivery.subscription_id),
+            "stellwerk.attempt": delivery.attempt}
 
 
 def _reason(error: Exception) -> str:

@@ -39,6 +39,7 @@ from common.persistence.queries import (
     INSERT_TASK_RUNS,
     LAST_RUN_NUMBERS,
 )
+from common.tracing import span
 from scheduler.services.errors import Conflict, NotFound
 
 # What made a run: its schedule (a date, a cron fire), a catch-up fire, the job's
@@ -94,16 +95,28 @@ def create_runs(
     due = [start_due and r.scheduled_for <= now and r.job.max_active_runs is None
            for r in runs]
     ids = [r.id for r in runs]
+    traces = [run_trace(r, numbers[r.id]) for r in runs]
     conn.execute(INSERT_RUNS, (
         now, now, ids, [r.job.id for r in runs], [numbers[r.id] for r in runs],
         [r.trigger for r in runs], [r.scheduled_for for r in runs],
         [late_at(r.job, r.scheduled_for) for r in runs], [now if d else None for d in due],
+        traces,
     ))
     conn.execute(INSERT_TASK_RUNS, (ids, [r.job.id for r in runs]))
     conn.execute(INSERT_FIRST_JOURNAL, (now, ids, [r.trigger for r in runs]))
-    record_events(session, [scheduled_event(r.job, r.id, now) for r in runs])
+    record_events(session, [scheduled_event(r.job, r.id, now, trace)
+                            for r, trace in zip(runs, traces, strict=True)])
     starts = [activation(r.id, "start") for r, d in zip(runs, due, strict=True) if d]
     return enqueue(session, starts)
+
+
+def run_trace(run: NewRun, number: int) -> str | None:
+    """The run's trace: a span of its creation (a child of the request's, if any); None off."""
+    with span("stellwerk.run.created", attributes={
+        "stellwerk.job": run.job.name, "stellwerk.run_id": str(run.id),
+        "stellwerk.run.number": number, "stellwerk.run.trigger": run.trigger,
+    }) as traceparent:
+        return traceparent
 
 
 def late_at(job: Job, scheduled_for: datetime) -> datetime | None:
@@ -112,12 +125,14 @@ def late_at(job: Job, scheduled_for: datetime) -> datetime | None:
     return None if late_after is None else scheduled_for + timedelta(seconds=float(late_after))
 
 
-def scheduled_event(job: Job, run_id: UUID, now: datetime) -> Event:
+def scheduled_event(
+    job: Job, run_id: UUID, now: datetime, traceparent: str | None = None,
+) -> Event:
     """The ``run.scheduled`` event of a run just created."""
     return Event(
         event="run.scheduled", at=now, job_id=job.id, job_name=job.name, job_type=job.type,
         application=job.application, tenant=job.tenant, run_id=run_id,
-        state=RunState.READY, reason="created",
+        state=RunState.READY, reason="created", traceparent=traceparent,
     )
 
 
