@@ -65,13 +65,7 @@ def test_one_run_s_spans_form_one_trace_and_go_out_with_its_calls(
     spans: InMemorySpanExporter, api_settings: Settings, engine: BatchApplier,
     rds: redis.Redis, recorded: Recorded,
 ) -> None:
-    task_type = f"traced_{uuid.uuid4().hex[:6]}"
-    with TestClient(create_app(api_settings), headers=auth_headers()) as client:
-        job = client.post("/api/v1/jobs", json={
-            "name": f"traced-{uuid.uuid4().hex[:6]}",
-            "tasks": [{"name": "a", "type": task_type}]}).json()
-    start_run(engine, job["run_id"])
-    dispatch = next_dispatch(rds, f"tasks.{task_type}")
+    job, task_type, dispatch = started(api_settings, engine, rds)
     assert dispatch.traceparent is not None
     trace_id = trace_of(dispatch.traceparent)
 
@@ -93,17 +87,28 @@ def test_off_no_span_is_made_and_no_event_carries_a_trace(
     assert not tracing_on() and not wanted({}) and not wanted({"OTEL_SDK_DISABLED": "true",
                                                               "OTEL_TRACES_EXPORTER": "otlp"})
     assert wanted({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"})
-    task_type = f"untraced_{uuid.uuid4().hex[:6]}"
-    with TestClient(create_app(api_settings), headers=auth_headers()) as client:
-        job = client.post("/api/v1/jobs", json={
-            "name": f"untraced-{uuid.uuid4().hex[:6]}",
-            "tasks": [{"name": "a", "type": task_type}]}).json()
-    start_run(engine, job["run_id"])
-    assert next_dispatch(rds, f"tasks.{task_type}").traceparent is None
+    job, _, dispatch = started(api_settings, engine, rds)
+    assert dispatch.traceparent is None
     with span("nothing") as traced:
         assert traced is None
     events = [e for e in recorded() if e.get("run_id") == job["run_id"]]
     assert events and all("traceparent" not in e for e in events)
+
+
+def started(
+    settings: Settings, engine: BatchApplier, rds: redis.Redis,
+) -> tuple[dict[str, Any], str, TaskDispatch]:
+    """A job of one task of a type of its own, its run started: job, type, dispatch.
+
+    The API app is created now: after the test turned tracing on, or not.
+    """
+    task_type = f"traced_{uuid.uuid4().hex[:6]}"
+    with TestClient(create_app(settings), headers=auth_headers()) as client:
+        job = client.post("/api/v1/jobs", json={
+            "name": f"traced-{uuid.uuid4().hex[:6]}",
+            "tasks": [{"name": "a", "type": task_type}]}).json()
+    start_run(engine, job["run_id"])
+    return job, task_type, next_dispatch(rds, f"tasks.{task_type}")
 
 
 def _of_run(made: ReadableSpan, job: dict[str, Any]) -> bool:
