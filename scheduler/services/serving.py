@@ -5,16 +5,18 @@ but it waits READY with no sign of why. So a job's answer carries a warning per 
 type, and a run's READY tasks say what they wait for. A task of a registered worker
 type is served by whoever serves its engine (``webservice`` or ``http``: the connector).
 
-The live workers come from Redis (a scan of their liveness records); :class:`ServedTypes`
-keeps the answer for a second, so a page polled by many costs one scan a second, and
-says nothing (rather than failing the request) when Redis does not answer.
+The live workers come from Redis (their liveness records); :class:`ServedTypes` keeps
+the answer for a second, so a page polled by many costs one read a second (one thread
+reads while the others answer with what was read before), and says nothing (rather
+than failing the request) when Redis does not answer.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -63,12 +65,21 @@ class ServedTypes:
     clock: Callable[[], float] = time.monotonic
     _types: frozenset[str] | None = None
     _read_at: float = float("-inf")
+    _reading: threading.Lock = field(default_factory=threading.Lock)
 
     def __call__(self) -> frozenset[str] | None:
         """The served types; None when Redis cannot say (no warning is better than a 500)."""
         now = self.clock()
         if now - self._read_at < self.fresh_for.total_seconds():
             return self._types
+        if not self._reading.acquire(blocking=False):
+            return self._types  # another request is reading them: what was read will do
+        try:
+            return self._read(now)
+        finally:
+            self._reading.release()
+
+    def _read(self, now: float) -> frozenset[str] | None:
         try:
             workers = self.fetch_workers()
         except redis.RedisError:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import json
+import os
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -15,6 +15,7 @@ from sqlalchemy import delete, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.config import Settings
+from common.messaging.liveness import LivenessBeacon
 from common.persistence.models import Job, TaskRun
 from scheduler.api.app import create_app
 
@@ -25,12 +26,8 @@ JobBody = Callable[..., dict[str, Any]]
 def worker(rds: redis.Redis) -> Iterator[str]:
     """A live worker serving ``noop`` and ``sleep``, as the worker runtime records it."""
     hostname = f"celery@test-{uuid.uuid4().hex[:8]}"
-    now = datetime.now(UTC).isoformat()
-    record = {"hostname": hostname, "types": ["noop", "sleep"], "concurrency": 4, "pid": 4242,
-              "started_at": now, "seen_at": now}
-    rds.set(f"stellwerk:workers:{hostname}", json.dumps(record), ex=60)
-    yield hostname
-    rds.delete(f"stellwerk:workers:{hostname}")
+    with LivenessBeacon(rds, hostname, ["noop", "sleep"], 4, refresh=timedelta(hours=1)):
+        yield hostname
 
 
 @pytest.fixture
@@ -59,7 +56,7 @@ def test_types_show_their_live_workers_and_unserved_ready_types(
     assert by_type["noop"]["served"] is True
     assert [w["hostname"] for w in by_type["noop"]["workers"]] == [worker]
     assert by_type["noop"]["workers"][0] | {"started_at": None, "seen_at": None} == {
-        "hostname": worker, "types": ["noop", "sleep"], "concurrency": 4, "pid": 4242,
+        "hostname": worker, "types": ["noop", "sleep"], "concurrency": 4, "pid": os.getpid(),
         "started_at": None, "seen_at": None}
     assert by_type["sleep"]["served"] is True
     assert by_type[waiting_on_nobody] == {

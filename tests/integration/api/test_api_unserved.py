@@ -7,10 +7,9 @@ them; each test runs its own app, so the API's one-second cache of them starts e
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -20,6 +19,7 @@ from sqlalchemy import delete, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.config import Settings
+from common.messaging.liveness import LivenessBeacon
 from common.persistence.models import Job, TaskRun
 from scheduler.api.app import create_app
 from tests.integration.api.conftest import auth_headers
@@ -32,12 +32,8 @@ def served_type(rds: redis.Redis) -> Iterator[str]:
     """A type of this test's own, served by a live worker record."""
     served = f"served_{uuid.uuid4().hex[:8]}"
     hostname = f"celery@test-{uuid.uuid4().hex[:8]}"
-    now = datetime.now(UTC).isoformat()
-    record = {"hostname": hostname, "types": [served], "concurrency": 1, "pid": 1,
-              "started_at": now, "seen_at": now}
-    rds.set(f"stellwerk:workers:{hostname}", json.dumps(record), ex=60)
-    yield served
-    rds.delete(f"stellwerk:workers:{hostname}")
+    with LivenessBeacon(rds, hostname, [served], 1, refresh=timedelta(hours=1)):
+        yield served
 
 
 @pytest.fixture

@@ -49,3 +49,15 @@ def test_the_live_workers_are_read_at_most_once_a_second_and_redis_errors_say_no
     assert served() is None
     assert served() == frozenset({"shell"})
     assert calls == [0.0, 1.5, 1.5]
+
+
+def test_while_one_request_reads_the_workers_the_others_answer_with_the_last_reading() -> None:
+    now = [0.0]
+    served = ServedTypes(lambda: [{"types": ["noop"]}], timedelta(seconds=1),
+                         clock=lambda: now[0])
+    assert served() == frozenset({"noop"})
+    now[0] = 5.0
+    with served._reading:  # another request is reading
+        assert served() == frozenset({"noop"})
+    served.fetch_workers = lambda: [{"types": ["shell"]}]
+    assert served() == frozenset({"shell"})
