@@ -19,7 +19,6 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
-import httpx
 import typer
 from rich.console import Console
 from rich.text import Text
@@ -28,11 +27,12 @@ from scheduler.cli.client import (
     ApiUrlOption,
     DataDirOption,
     TokenOption,
+    api_client,
     resolve_connection,
 )
 from scheduler.cli.errors import CliError, reporting_errors
 from scheduler.cli.specfile import load_job_spec
-from stellwerk.client import ApiError, Client
+from stellwerk.client import ApiError
 from stellwerk.sdk import jobs_of
 
 PANEL = "Client"
@@ -56,16 +56,12 @@ def apply(
     """Create or update jobs by name from spec files or Python; print what changed."""
     specs = [spec for target in targets for spec in read_specs(target)]
     console = Console()
-    connection = resolve_connection(api_url, token, data_dir)
-    with Client(connection.api_url, connection.token) as api:
+    with api_client(resolve_connection(api_url, token, data_dir)) as api:
         for origin, spec in specs:
             try:
                 answer = api.apply(spec, dry_run=dry_run)
-            except ApiError as error:
+            except ApiError as error:  # which file the API refused
                 raise CliError(f"{origin}: {error}") from error
-            except httpx.HTTPError as error:
-                raise CliError(f"cannot reach the API at {connection.base_url} (the URL is "
-                               f"{connection.url_from}'s): {error}") from error
             print_applied(console, origin, dict(answer))
 
 

@@ -8,7 +8,6 @@ run or task (404) is one line on stderr and exit code 1.
 from __future__ import annotations
 
 from typing import Annotated
-from urllib.parse import quote
 
 import typer
 from rich.console import Console
@@ -20,11 +19,11 @@ from scheduler.cli.client import (
     DataDirOption,
     TokenOption,
     api_client,
-    call,
     resolve_connection,
 )
 from scheduler.cli.errors import reporting_errors
 from scheduler.cli.views import state_text
+from stellwerk.client import RunAction
 
 PANEL = "Run control"
 RunArgument = Annotated[str, typer.Argument(help="The run's id.", show_default=False)]
@@ -99,10 +98,7 @@ def skip(
     _act(resolve_connection(api_url, token, data_dir), run, task, "skip")
 
 
-def _act(connection: Connection, run: str, task: str | None, action: str) -> None:
-    path = f"/runs/{quote(run, safe='')}"
-    if task is not None:
-        path += f"/tasks/{quote(task, safe='')}"
-    with api_client(connection) as http:
-        answer = call(http, "POST", f"{path}/{action}")
+def _act(connection: Connection, run: str, task: str | None, action: RunAction) -> None:
+    with api_client(connection) as api:
+        answer = api.act(run, action, task=task)
     Console().print(Text(f"run {answer.get('id', run)} ") + state_text(answer.get("state")))

@@ -1,66 +1,36 @@
-"""Reading ``GET /events`` (Server-Sent Events) from the client commands.
+"""The run's events from ``GET /events``, as ``watch`` needs them: a signal per event.
 
-``watch`` needs a signal per event of one run: it re-reads the run (``GET /runs/{id}``)
-on each, so it shows the run as the API has it, whatever the event said. ``stellwerk
-events`` prints the events themselves (:func:`event_stream`).
+``watch`` re-reads the run (``GET /runs/{id}``) on each, so it shows the run as the API
+has it, whatever the event said. ``stellwerk events`` prints the events themselves
+(:meth:`stellwerk.client.Client.events`).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Iterator
+from datetime import timedelta
 
-import httpx
+from stellwerk.client import Client, ClientError
+
+# The API sends a keep-alive every 15 s: a stream silent for two of them is taken as
+# broken, and ``watch`` polls instead.
+QUIET_LIMIT = timedelta(seconds=30)
 
 
 class StreamUnavailable(Exception):
     """The event stream could not be opened or broke off; the caller polls instead."""
 
 
-def run_events(http: httpx.Client, run_id: str) -> Iterator[None]:
+def run_events(api: Client, run_id: str) -> Iterator[None]:
     """Yield once when the stream is open, then once per event of the run.
 
     The first yield lets the caller re-read the run after subscribing, so a change made
     between its first read and the subscription is not missed.
     """
     try:
-        with http.stream("GET", "/events", params={"run_id": run_id},
-                         headers={"Accept": "text/event-stream"}) as response:
-            if response.status_code != 200:
-                raise StreamUnavailable(f"GET /events answered {response.status_code}")
+        with api.events(run_id=run_id, timeout_s=QUIET_LIMIT.total_seconds()) as events:
             yield
-            yield from _messages(response.iter_lines())
-    except httpx.HTTPError as error:
-        raise StreamUnavailable(str(error)) from error
-
-
-def _messages(lines: Iterator[str]) -> Iterator[None]:
-    """One item per complete message with data (comments such as keep-alives are none)."""
-    has_data = False
-    for line in lines:
-        if line.startswith("data:"):
-            has_data = True
-        elif not line and has_data:
-            has_data = False
-            yield
-
-
-def event_stream(http: httpx.Client, params: Mapping[str, str]) -> Iterator[dict[str, Any]]:
-    """Each event of the stream, decoded, until the server ends it (or forever)."""
-    try:
-        with http.stream("GET", "/events", params=params, timeout=None,
-                         headers={"Accept": "text/event-stream"}) as response:
-            if response.status_code != 200:
-                response.read()
-                raise StreamUnavailable(f"GET /events answered {response.status_code}: "
-                                        f"{response.text[:200]}")
-            data: list[str] = []
-            for line in response.iter_lines():
-                if line.startswith("data:"):
-                    data.append(line[5:].removeprefix(" "))
-                elif not line and data:
-                    yield json.loads("\n".join(data))
-                    data = []
-    except httpx.HTTPError as error:
+            for _ in events:
+                yield
+    except ClientError as error:
         raise StreamUnavailable(str(error)) from error

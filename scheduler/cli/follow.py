@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from typing import Annotated, Any
-from urllib.parse import quote
 
 import typer
 from rich.console import Console
@@ -23,13 +22,12 @@ from scheduler.cli.client import (
     DataDirOption,
     TokenOption,
     api_client,
-    call,
     resolve_connection,
 )
 from scheduler.cli.errors import CliError, reporting_errors
-from scheduler.cli.events import StreamUnavailable, event_stream
 from scheduler.cli.jsonout import JsonOption
 from scheduler.cli.views import state_text
+from stellwerk.client import StreamBroken
 
 PANEL = "Client"
 
@@ -51,18 +49,17 @@ def events(
 ) -> None:
     """Print state changes as they happen (GET /events); Ctrl-C stops."""
     console = Console()
-    with api_client(resolve_connection(api_url, token, data_dir)) as http:
-        params = {"run_id": run} if run else {}
-        if job is not None:
-            params["job_id"] = str(call(http, "GET", f"/jobs/{quote(job, safe='')}")["id"])
+    with api_client(resolve_connection(api_url, token, data_dir)) as api:
+        job_id = str(api.job(job)["id"]) if job is not None else None
         try:
-            for event in event_stream(http, params):
-                if as_json:
-                    typer.echo(json.dumps(event, ensure_ascii=False))
-                else:
-                    console.print(event_line(event), soft_wrap=True)
-        except StreamUnavailable as error:
-            raise CliError(f"the event stream broke off: {error}") from error
+            with api.events(run_id=run, job_id=job_id) as stream:
+                for event in stream:
+                    if as_json:
+                        typer.echo(json.dumps(event, ensure_ascii=False))
+                    else:
+                        console.print(event_line(event), soft_wrap=True)
+        except StreamBroken as error:
+            raise CliError(f"the event stream broke off: {error.reason}") from error
         except KeyboardInterrupt:
             return
 

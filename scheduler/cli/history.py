@@ -7,11 +7,10 @@ stream that ends when the task is done), like ``kubectl logs -f``.
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Annotated, Any
-from urllib.parse import quote, urlencode
 
-import httpx
 import typer
 from rich.console import Console
 from rich.text import Text
@@ -21,11 +20,9 @@ from scheduler.cli.client import (
     DataDirOption,
     TokenOption,
     api_client,
-    call,
-    problem_message,
     resolve_connection,
 )
-from scheduler.cli.errors import CliError, reporting_errors
+from scheduler.cli.errors import reporting_errors
 from scheduler.cli.jsonout import JsonOption, print_json
 from scheduler.cli.tables import FittedTable, LeaveOut, Squeeze
 from scheduler.cli.views import format_time, state_text
@@ -47,9 +44,8 @@ def runs(
     api_url: ApiUrlOption = None, token: TokenOption = None, data_dir: DataDirOption = None,
 ) -> None:
     """List a job's runs (GET /jobs/{id}/runs): number, state, trigger, times."""
-    path = f"/jobs/{quote(job, safe='')}/runs?{urlencode({'limit': limit})}"
-    with api_client(resolve_connection(api_url, token, data_dir)) as http:
-        page = call(http, "GET", path)
+    with api_client(resolve_connection(api_url, token, data_dir)) as api:
+        page = api.runs(job, limit=limit)
     if as_json:
         print_json(page)
         return
@@ -94,18 +90,14 @@ def logs(
 
     Each attempt's lines follow a header naming it (on stderr: stdout stays the log).
     """
-    query: dict[str, str | int] = {"follow": "true"} if follow else {}
-    if attempt is not None:
-        query["attempt"] = attempt
-    path = f"/runs/{quote(run, safe='')}/tasks/{quote(task, safe='')}/logs?{urlencode(query)}"
-    with api_client(resolve_connection(api_url, token, data_dir)) as http:
+    with api_client(resolve_connection(api_url, token, data_dir)) as api:
         if follow:
-            _stream(http, path)
+            _copy(api.follow_logs(run, task, attempt=attempt))
             return
-        print_attempts(call(http, "GET", path).get("lines") or [])
+        print_attempts(api.logs(run, task, attempt=attempt).get("lines") or [])
 
 
-def print_attempts(lines: list[dict[str, Any]]) -> None:
+def print_attempts(lines: Sequence[Mapping[str, Any]]) -> None:
     """The lines on stdout, each attempt's after a header on stderr."""
     shown = None
     for line in lines:
@@ -117,15 +109,8 @@ def print_attempts(lines: list[dict[str, Any]]) -> None:
     sys.stdout.flush()
 
 
-def _stream(http: httpx.Client, path: str) -> None:
+def _copy(chunks: Iterator[str]) -> None:
     """Copy the followed log to stdout as it arrives."""
-    try:
-        with http.stream("GET", path, headers={"Accept": "text/plain"}, timeout=None) as reply:
-            if reply.is_error:
-                reply.read()
-                raise CliError(problem_message(reply))
-            for chunk in reply.iter_text():
-                sys.stdout.write(chunk)
-                sys.stdout.flush()
-    except httpx.HTTPError as error:
-        raise CliError(f"the log stream from {http.base_url} broke: {error}") from error
+    for chunk in chunks:
+        sys.stdout.write(chunk)
+        sys.stdout.flush()

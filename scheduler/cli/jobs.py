@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Annotated, Any
-from urllib.parse import quote, urlencode
 
 import typer
 from rich.console import Console
@@ -21,7 +20,6 @@ from scheduler.cli.client import (
     DataDirOption,
     TokenOption,
     api_client,
-    call,
     resolve_connection,
 )
 from scheduler.cli.errors import reporting_errors
@@ -57,11 +55,8 @@ def list_jobs(
     api_url: ApiUrlOption = None, token: TokenOption = None, data_dir: DataDirOption = None,
 ) -> None:
     """List jobs (GET /jobs): id, name, state, schedule, enabled, version."""
-    query: list[tuple[str, str | int]] = [("limit", limit)]
-    query += [("type", job_type)] if job_type else []
-    query += [("label", item) for item in label or []]
-    with api_client(resolve_connection(api_url, token, data_dir)) as http:
-        page = call(http, "GET", f"/jobs?{urlencode(query)}")
+    with api_client(resolve_connection(api_url, token, data_dir)) as api:
+        page = api.jobs(limit=limit, job_type=job_type, labels=label or ())
     if as_json:
         print_json(page)
         return
@@ -73,8 +68,8 @@ def run_now(
     data_dir: DataDirOption = None,
 ) -> None:
     """Start a new run of the job now (POST /jobs/{id}/runs); print the run's id."""
-    with api_client(resolve_connection(api_url, token, data_dir)) as http:
-        run = call(http, "POST", f"{_job_path(job)}/runs")
+    with api_client(resolve_connection(api_url, token, data_dir)) as api:
+        run = api.run_now(job)
     Console().print(Text(f"run {run.get('id')} ") + state_text(run.get("state")))
 
 
@@ -83,7 +78,8 @@ def commit(
     data_dir: DataDirOption = None,
 ) -> None:
     """Make a draft job live: a one-off job gets its run, a cron job its schedule."""
-    answer = _send(resolve_connection(api_url, token, data_dir), "POST", job, "/commit")
+    with api_client(resolve_connection(api_url, token, data_dir)) as api:
+        answer = api.commit(job)
     _print_job(answer)
     if answer.get("run_id"):
         Console().print(f"run {answer['run_id']}")
@@ -94,8 +90,7 @@ def enable(
     data_dir: DataDirOption = None,
 ) -> None:
     """Let a cron job fire again, from now on (missed fires are not caught up)."""
-    body = {"enabled": True}
-    _print_job(_send(resolve_connection(api_url, token, data_dir), "PATCH", job, "", body))
+    _set_enabled(resolve_connection(api_url, token, data_dir), job, enabled=True)
 
 
 def disable(
@@ -103,8 +98,7 @@ def disable(
     data_dir: DataDirOption = None,
 ) -> None:
     """Stop a cron job from firing; runs already started go on."""
-    body = {"enabled": False}
-    _print_job(_send(resolve_connection(api_url, token, data_dir), "PATCH", job, "", body))
+    _set_enabled(resolve_connection(api_url, token, data_dir), job, enabled=False)
 
 
 def delete(
@@ -115,8 +109,8 @@ def delete(
     api_url: ApiUrlOption = None, token: TokenOption = None, data_dir: DataDirOption = None,
 ) -> None:
     """Delete a job with its runs and logs; refused while a run is unfinished, unless --force."""
-    suffix = "?force=true" if force else ""
-    _send(resolve_connection(api_url, token, data_dir), "DELETE", job, suffix)
+    with api_client(resolve_connection(api_url, token, data_dir)) as api:
+        api.delete_job(job, force=force)
     Console().print(f"job {job} deleted")
 
 
@@ -150,15 +144,9 @@ def _schedule(schedule: object) -> str:
     return f"at {schedule['at']}" if schedule.get("at") else "once"
 
 
-def _job_path(job: str) -> str:
-    return f"/jobs/{quote(job, safe='')}"
-
-
-def _send(
-    connection: Connection, method: str, job: str, suffix: str, body: object = None
-) -> dict[str, Any]:
-    with api_client(connection) as http:
-        return call(http, method, _job_path(job) + suffix, body)
+def _set_enabled(connection: Connection, job: str, *, enabled: bool) -> None:
+    with api_client(connection) as api:
+        _print_job(api.patch_job(job, {"enabled": enabled}))
 
 
 def _print_job(job: dict[str, Any]) -> None:

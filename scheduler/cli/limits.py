@@ -9,8 +9,7 @@ stellwerk limit delete type:render
 
 from __future__ import annotations
 
-from typing import Annotated, Any
-from urllib.parse import quote
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -20,7 +19,6 @@ from scheduler.cli.client import (
     DataDirOption,
     TokenOption,
     api_client,
-    call,
     resolve_connection,
 )
 from scheduler.cli.errors import reporting_errors
@@ -45,8 +43,8 @@ def list_(
     api_url: ApiUrlOption = None, token: TokenOption = None, data_dir: DataDirOption = None,
 ) -> None:
     """Every limited key with its limit and what holds or waits for it (GET /limits)."""
-    with api_client(resolve_connection(api_url, token, data_dir)) as http:
-        answer = call(http, "GET", "/limits")
+    with api_client(resolve_connection(api_url, token, data_dir)) as api:
+        answer = api.limits()
     if as_json:
         print_json(answer)
         return
@@ -71,9 +69,8 @@ def set_(
     api_url: ApiUrlOption = None, token: TokenOption = None, data_dir: DataDirOption = None,
 ) -> None:
     """Set a key's limit (PUT /limits/KEY); it takes effect within a second."""
-    body: dict[str, Any] = {"limit": limit, "per": per, "weight": weight}
-    with api_client(resolve_connection(api_url, token, data_dir)) as http:
-        row = call(http, "PUT", f"/limits/{quote(key, safe=':')}", body)
+    with api_client(resolve_connection(api_url, token, data_dir)) as api:
+        row = api.set_limit(key, limit, per=per, weight=weight)
     Console().print(f"{row['key']}: limit {_shown(row.get('limit'))}, "
                     f"{row['active']} active, {row['waiting']} waiting")
 
@@ -83,8 +80,8 @@ def delete(
     *, api_url: ApiUrlOption = None, token: TokenOption = None, data_dir: DataDirOption = None,
 ) -> None:
     """Remove a key's limit (DELETE /limits/KEY)."""
-    with api_client(resolve_connection(api_url, token, data_dir)) as http:
-        call(http, "DELETE", f"/limits/{quote(key, safe=':')}")
+    with api_client(resolve_connection(api_url, token, data_dir)) as api:
+        api.delete_limit(key)
     Console().print(f"{key}: limit removed")
 
 

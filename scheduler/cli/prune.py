@@ -7,7 +7,7 @@ is worked off in short requests and transactions.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -16,7 +16,6 @@ from scheduler.cli.client import (
     DataDirOption,
     TokenOption,
     api_client,
-    call,
     resolve_connection,
 )
 from scheduler.cli.durations import parse_duration
@@ -48,12 +47,10 @@ def prune(
     Unfinished runs and each job's last runs stay. Needs a token with the job scope.
     """
     age = parse_duration(older_than, "--older-than", zero=True)
-    body: dict[str, Any] = {"older_than_s": age.total_seconds(), "keep_runs": keep_runs,
-                            "tenant": tenant}
     runs = fires = 0
-    with api_client(resolve_connection(api_url, token, data_dir)) as http:
+    with api_client(resolve_connection(api_url, token, data_dir)) as api:
         while True:
-            answer = call(http, "POST", "/prune", body)
+            answer = api.prune(age, keep_runs=keep_runs, tenant=tenant)
             runs, fires = runs + int(answer["runs"]), fires + int(answer["fires"])
             if not answer.get("more"):
                 break

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Any
-from urllib.parse import quote
 
-import httpx
 import typer
 from rich.console import Console
 from rich.text import Text
@@ -16,7 +14,6 @@ from scheduler.cli.client import (
     DataDirOption,
     TokenOption,
     api_client,
-    call,
     resolve_connection,
 )
 from scheduler.cli.errors import CliError, reporting_errors
@@ -25,6 +22,7 @@ from scheduler.cli.jsonout import JsonOption, print_json
 from scheduler.cli.specfile import load_job_spec
 from scheduler.cli.views import run_view
 from scheduler.cli.watch import UnservedTypes, exit_code, follow_run
+from stellwerk.client import Client
 
 PANEL = "Client"
 RunArgument = Annotated[str, typer.Argument(help="The run's id.", show_default=False)]
@@ -48,8 +46,8 @@ def submit(
     """Create a job from a spec file (POST /jobs); print its id and its run's id."""
     spec = load_job_spec(file)
     console = Console()
-    with api_client(resolve_connection(api_url, token, data_dir)) as http:
-        job = call(http, "POST", "/jobs", spec)
+    with api_client(resolve_connection(api_url, token, data_dir)) as api:
+        job = api.submit(spec)
         run_id = job.get("run_id")
         console.print(f"job {job.get('id')} ({job.get('name')}) created, state {job.get('state')}")
         for warning in job.get("warnings") or ():
@@ -62,7 +60,7 @@ def submit(
             raise CliError(
                 f"job {job.get('id')} has no run to watch yet (state {job.get('state')})"
             )
-        final = _follow(http, str(run_id), console)
+        final = _follow(api, str(run_id), console)
     raise typer.Exit(exit_code(final))
 
 
@@ -74,8 +72,8 @@ def show(
     data_dir: DataDirOption = None,
 ) -> None:
     """Show a run (GET /runs/{id}): its state, progress and a table of its tasks."""
-    with api_client(resolve_connection(api_url, token, data_dir)) as http:
-        found = _get_run(http, run)
+    with api_client(resolve_connection(api_url, token, data_dir)) as api:
+        found = dict(api.run(run))
     if as_json:
         print_json(found)
         return
@@ -89,19 +87,15 @@ def watch(
     data_dir: DataDirOption = None,
 ) -> None:
     """Follow a run live until it ends; exit 0 if it COMPLETED, else 1."""
-    with api_client(resolve_connection(api_url, token, data_dir)) as http:
-        final = _follow(http, run, Console())
+    with api_client(resolve_connection(api_url, token, data_dir)) as api:
+        final = _follow(api, run, Console())
     raise typer.Exit(exit_code(final))
 
 
-def _follow(http: httpx.Client, run_id: str, console: Console) -> dict[str, Any]:
+def _follow(api: Client, run_id: str, console: Console) -> dict[str, Any]:
     """Follow the run live; say so when a task waits for a type no worker serves."""
     return follow_run(
-        lambda: _get_run(http, run_id), console,
-        events=lambda: run_events(http, run_id),
-        notice=UnservedTypes(lambda: call(http, "GET", "/processors")),
+        lambda: dict(api.run(run_id)), console,
+        events=lambda: run_events(api, run_id),
+        notice=UnservedTypes(api.processors),
     )
-
-
-def _get_run(http: httpx.Client, run_id: str) -> dict[str, Any]:
-    return call(http, "GET", f"/runs/{quote(run_id, safe='')}")

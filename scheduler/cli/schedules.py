@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated
-from urllib.parse import quote, urlencode
 from zoneinfo import ZoneInfo
 
 import typer
@@ -20,7 +19,6 @@ from scheduler.cli.client import (
     DataDirOption,
     TokenOption,
     api_client,
-    call,
     resolve_connection,
 )
 from scheduler.cli.errors import reporting_errors
@@ -46,9 +44,8 @@ def fire_times(
     api_url: ApiUrlOption = None, token: TokenOption = None, data_dir: DataDirOption = None,
 ) -> None:
     """A cron job's next fire times (GET /jobs/{id}/fire-times), in its time zone and UTC."""
-    query = urlencode({"count": count, **({"after": after} if after else {})})
-    with api_client(resolve_connection(api_url, token, data_dir)) as http:
-        answer = call(http, "GET", f"/jobs/{quote(job, safe='')}/fire-times?{query}")
+    with api_client(resolve_connection(api_url, token, data_dir)) as api:
+        answer = api.fire_times(job, count=count, after=after)
     if as_json:
         print_json(answer)
         return

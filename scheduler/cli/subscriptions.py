@@ -12,7 +12,6 @@ URL and the header names only.
 from __future__ import annotations
 
 from typing import Annotated, Any
-from urllib.parse import quote
 
 import typer
 from rich.console import Console
@@ -22,7 +21,6 @@ from scheduler.cli.client import (
     DataDirOption,
     TokenOption,
     api_client,
-    call,
     resolve_connection,
 )
 from scheduler.cli.errors import CliError, reporting_errors
@@ -47,8 +45,8 @@ def list_(
     api_url: ApiUrlOption = None, token: TokenOption = None, data_dir: DataDirOption = None,
 ) -> None:
     """Every subscription you may see (GET /subscriptions): events, selector, target."""
-    with api_client(resolve_connection(api_url, token, data_dir)) as http:
-        page = call(http, "GET", "/subscriptions?limit=500")
+    with api_client(resolve_connection(api_url, token, data_dir)) as api:
+        page = api.subscriptions(limit=500)
     if as_json:
         print_json(page)
         return
@@ -85,12 +83,11 @@ def create(
     target: dict[str, Any] = (
         {"webhook": {"url": webhook, **({"secret": secret} if secret else {})}}
         if webhook is not None else {"celery_task": celery_task})
-    with api_client(resolve_connection(api_url, token, data_dir)) as http:
+    with api_client(resolve_connection(api_url, token, data_dir)) as api:
         selector: dict[str, Any] = {"application": application} if application else {}
         if job is not None:
-            selector["job_id"] = call(http, "GET", f"/jobs/{quote(job, safe='')}")["id"]
-        created = call(http, "POST", "/subscriptions",
-                       {"events": event, "selector": selector, "target": target})
+            selector["job_id"] = api.job(job)["id"]
+        created = api.create_subscription(event, selector, target)
     Console().print(f"subscription {created.get('id')} created")
 
 
@@ -99,8 +96,8 @@ def delete(
     api_url: ApiUrlOption = None, token: TokenOption = None, data_dir: DataDirOption = None,
 ) -> None:
     """Delete a subscription (DELETE /subscriptions/{id}): no more deliveries."""
-    with api_client(resolve_connection(api_url, token, data_dir)) as http:
-        call(http, "DELETE", f"/subscriptions/{quote(subscription, safe='')}")
+    with api_client(resolve_connection(api_url, token, data_dir)) as api:
+        api.delete_subscription(subscription)
     Console().print(f"subscription {subscription} deleted")
 
 

@@ -8,8 +8,7 @@ create ...)`` works; what it may do goes to stderr. The API stores only its hash
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Annotated, Any
-from urllib.parse import quote
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -19,7 +18,6 @@ from scheduler.cli.client import (
     DataDirOption,
     TokenOption,
     api_client,
-    call,
     resolve_connection,
 )
 from scheduler.cli.durations import parse_duration
@@ -58,11 +56,9 @@ def create(
     api_url: ApiUrlOption = None, token: TokenOption = None, data_dir: DataDirOption = None,
 ) -> None:
     """Create an API token (POST /tokens) and print it: it is shown only this once."""
-    body: dict[str, Any] = {"name": name, "scopes": scope, "tenant": tenant}
-    if expires_in is not None:
-        body["expires_at"] = (datetime.now(UTC) + parse_duration(expires_in)).isoformat()
-    with api_client(resolve_connection(api_url, token, data_dir)) as http:
-        created = call(http, "POST", "/tokens", body)
+    expires_at = None if expires_in is None else datetime.now(UTC) + parse_duration(expires_in)
+    with api_client(resolve_connection(api_url, token, data_dir)) as api:
+        created = api.create_token(name, scope, tenant=tenant, expires_at=expires_at)
     bound = f"tenant {created.get('tenant')}" if created.get("tenant") else "every tenant"
     expiry = created.get("expires_at") or "never"
     Console(stderr=True).print(
@@ -78,8 +74,8 @@ def list_(
     api_url: ApiUrlOption = None, token: TokenOption = None, data_dir: DataDirOption = None,
 ) -> None:
     """The tokens you may see (GET /tokens): id, name, scopes, tenant, expiry; no values."""
-    with api_client(resolve_connection(api_url, token, data_dir)) as http:
-        page = call(http, "GET", "/tokens?limit=500")
+    with api_client(resolve_connection(api_url, token, data_dir)) as api:
+        page = api.tokens(limit=500)
     if as_json:
         print_json(page)
         return
@@ -97,6 +93,6 @@ def revoke(
     api_url: ApiUrlOption = None, token: TokenOption = None, data_dir: DataDirOption = None,
 ) -> None:
     """Revoke a token (DELETE /tokens/{id}): it is refused from the next request on."""
-    with api_client(resolve_connection(api_url, token, data_dir)) as http:
-        call(http, "DELETE", f"/tokens/{quote(token_id, safe='')}")
+    with api_client(resolve_connection(api_url, token, data_dir)) as api:
+        api.revoke_token(token_id)
     Console().print(f"token {token_id} revoked")

@@ -20,14 +20,15 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
-from scheduler.cli.errors import CliError
 from scheduler.cli.events import StreamUnavailable
 from scheduler.cli.views import run_is_over, run_view
+from stellwerk.client import ClientError
 
 FetchRun = Callable[[], dict[str, Any]]
 # Yields once when subscribed, then once per event of the run (``cli.events.run_events``).
 RunEvents = Callable[[], Iterable[None]]
-# ``GET /processors``: each task type, whether a live worker serves it (docs/processors.md).
+# ``GET /processors``: each task type, whether a live worker serves it (docs/processors.md);
+# raises ``ClientError`` when the API cannot say.
 FetchProcessors = Callable[[], dict[str, Any]]
 Notice = Callable[[dict[str, Any]], list[str]]
 
@@ -179,7 +180,7 @@ class UnservedTypes:
         """The types a live worker serves; None if the API could not say (looked at later)."""
         try:
             answer = self._fetch()
-        except CliError:
+        except ClientError:
             return None
         return {
             str(item.get("type"))

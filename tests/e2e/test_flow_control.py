@@ -126,7 +126,9 @@ def test_limits_are_set_and_listed_from_the_cli_and_a_held_task_says_why(
     assert cli(system, "limit", "set", name, "1").returncode == 0
     try:
         time.sleep(1.1)  # engines read limits at most a second old
-        job = submit(api, fan("typed", 2, kind, params={"seconds": 1}))
+        # Each task holds the slot 5 s: `show` below must start (over a second on a small
+        # machine) and read the run while the other task still waits for it.
+        job = submit(api, fan("typed", 2, kind, params={"seconds": 5}))
         run = wait_run_until(api, job["run_id"], lambda r: any(
             t.get("waiting_for") == f"concurrency {name} 1/1" for t in r["tasks"]))
         assert run["state"] == "ACTIVE"

@@ -196,8 +196,11 @@ NOT_CLIENTS = {"api", "engine", "beat", "notify", "worker", "connector", "migrat
                "healthcheck", "up"}
 # Named so that a client command renamed or dropped is noticed, not silently unchecked.
 CLIENTS = {"submit", "jobs", "runs", "show", "watch", "logs", "cancel", "pause", "resume",
-           "retry", "confirm", "reject", "skip", "run-now", "token create", "job commit",
-           "job enable", "job disable", "job delete"}
+           "retry", "confirm", "reject", "skip", "run-now", "token create", "token list",
+           "token revoke", "job commit", "job enable", "job disable", "job delete",
+           "limit list", "limit set", "limit delete", "prune", "fire-times",
+           "subscription list", "subscription create", "subscription delete", "events",
+           "apply"}
 
 
 def leaf_commands(command: Any, path: str = "") -> Iterator[tuple[str, Any]]:
@@ -228,8 +231,14 @@ CLIENT_CALLS = [
     ["confirm", RUN_ID, "--task", "load"], ["reject", RUN_ID, "--task", "load"],
     ["skip", RUN_ID, "--task", "load"], ["run-now", JOB_ID], ["job", "commit", JOB_ID],
     ["job", "enable", JOB_ID], ["job", "disable", JOB_ID], ["job", "delete", JOB_ID, "--force"],
-    ["token", "create", "--name", "ci", "--scope", "job.read"],
+    ["token", "create", "--name", "ci", "--scope", "job.read"], ["token", "list"],
+    ["token", "revoke", JOB_ID], ["limit", "list"], ["limit", "set", "type:render", "10"],
+    ["limit", "delete", "type:render"], ["prune", "--older-than", "7d"],
+    ["fire-times", JOB_ID], ["subscription", "list"],
+    ["subscription", "create", "--event", "run.*", "--celery-task", "t", "--job", "nightly"],
+    ["subscription", "delete", JOB_ID], ["events"], ["events", "--run", RUN_ID],
 ]
+HINT = "is `stellwerk up` running? Elsewhere pass --api-url or set STELLWERK_API_URL"
 
 
 def failed_in_one_line(result: Result) -> str:
@@ -241,7 +250,7 @@ def failed_in_one_line(result: Result) -> str:
     return line
 
 
-@pytest.mark.parametrize("args", CLIENT_CALLS, ids=" ".join)
+@pytest.mark.parametrize("args", [*CLIENT_CALLS, ["apply", "job.yaml"]], ids=" ".join)
 def test_a_client_command_against_an_unreachable_api_fails_in_one_line(
     args: list[str], tmp_path: Path,
 ) -> None:
@@ -249,7 +258,8 @@ def test_a_client_command_against_an_unreachable_api_fails_in_one_line(
 
     line = failed_in_one_line(stellwerk("http://127.0.0.1:9", *args))
 
-    assert line.startswith("error: ") and "http://127.0.0.1:9/api/v1" in line
+    assert line.startswith("error: cannot reach the API at http://127.0.0.1:9/api/v1/: ")
+    assert line.endswith(f"(the URL is --api-url's); {HINT}")
 
 
 @pytest.mark.parametrize("args", CLIENT_CALLS, ids=" ".join)

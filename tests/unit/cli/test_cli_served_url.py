@@ -24,9 +24,7 @@ def test_the_url_up_wrote_is_used_when_no_option_or_variable_says_otherwise(
 ) -> None:
     write_served_url(tmp_path, "http://127.0.0.1:18380")
     assert read_served_url(tmp_path) == "http://127.0.0.1:18380"
-    found = resolve_connection(None, None, tmp_path)
-    assert (found.api_url, found.base_url) == (
-        "http://127.0.0.1:18380", "http://127.0.0.1:18380/api/v1")
+    assert resolve_connection(None, None, tmp_path).api_url == "http://127.0.0.1:18380"
 
     monkeypatch.setenv("STELLWERK_API_URL", "http://elsewhere:9000")
     assert resolve_connection(None, None, tmp_path).api_url == "http://elsewhere:9000"

@@ -15,13 +15,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from rich.console import Console
 
 from scheduler.cli import runs
-from scheduler.cli.client import Connection, api_client, call
 from scheduler.cli.watch import UnservedTypes, follow_run
+from stellwerk.client import Client
 from tests.unit.cli.test_cli_client import (
     JOB_ID,
     RUN_ID,
@@ -55,33 +54,33 @@ class FakeClock:
 
 
 @pytest.fixture
-def http(canned_api: Any) -> Iterator[httpx.Client]:
-    with api_client(Connection(canned_api.url, "t0k3n")) as client:
+def api(canned_api: Any) -> Iterator[Client]:
+    with Client(canned_api.url, "t0k3n") as client:
         yield client
 
 
-def watch_polling(http: httpx.Client, clock: FakeClock) -> tuple[str, list[float]]:
+def watch_polling(api: Client, clock: FakeClock) -> tuple[str, list[float]]:
     """Follow the run by polling every 0.5 s; the output and when /processors was asked."""
     looked_at: list[float] = []
 
     def processors() -> dict[str, Any]:
         looked_at.append(clock.now)
-        return call(http, "GET", "/processors")
+        return api.processors()
 
     out = io.StringIO()
-    follow_run(lambda: call(http, "GET", f"/runs/{RUN_ID}"), Console(file=out, width=200),
+    follow_run(lambda: dict(api.run(RUN_ID)), Console(file=out, width=200),
                notice=UnservedTypes(processors, clock=clock), sleep=clock.sleep)
     return out.getvalue(), looked_at
 
 
 def test_a_task_ready_for_5_s_of_an_unserved_type_is_said_once(
-    canned_api: Any, http: httpx.Client
+    canned_api: Any, api: Client
 ) -> None:
     ready = (200, a_run("ACTIVE", "READY", "WAITING"))  # extract: type noop
     canned_api.reply("GET", RUN_PATH, *[ready] * 16, (200, a_run("COMPLETED", "COMPLETED")))
     canned_api.reply("GET", PROCESSORS, (200, NOOP_UNSERVED))
 
-    output, looked_at = watch_polling(http, FakeClock())
+    output, looked_at = watch_polling(api, FakeClock())
 
     assert output.count(LINE) == 1, output
     assert looked_at == [5.0]  # not before 5 s, and not again for a type already said
@@ -89,40 +88,40 @@ def test_a_task_ready_for_5_s_of_an_unserved_type_is_said_once(
 
 
 def test_a_served_type_is_not_said_and_processors_is_asked_every_5_s(
-    canned_api: Any, http: httpx.Client
+    canned_api: Any, api: Client
 ) -> None:
     ready = (200, a_run("ACTIVE", "COMPLETED", "READY"))  # transform: type shell, served
     canned_api.reply("GET", RUN_PATH, *[ready] * 24, (200, a_run("COMPLETED", "COMPLETED")))
     canned_api.reply("GET", PROCESSORS, (200, NOOP_UNSERVED))
 
-    output, looked_at = watch_polling(http, FakeClock())
+    output, looked_at = watch_polling(api, FakeClock())
 
     assert "waiting:" not in output
     assert looked_at == [5.0, 10.0]
 
 
 def test_a_task_that_leaves_ready_in_time_costs_no_call(
-    canned_api: Any, http: httpx.Client
+    canned_api: Any, api: Client
 ) -> None:
     ready = (200, a_run("ACTIVE", "READY", "WAITING"))
     active = (200, a_run("ACTIVE", "ACTIVE", "WAITING"))
     canned_api.reply("GET", RUN_PATH, *[ready] * 8, *[active] * 12,
                      (200, a_run("COMPLETED", "COMPLETED", "COMPLETED")))
 
-    output, looked_at = watch_polling(http, FakeClock())
+    output, looked_at = watch_polling(api, FakeClock())
 
     assert looked_at == [] and "waiting:" not in output
 
 
 def test_a_failing_processors_call_does_not_stop_the_watch(
-    canned_api: Any, http: httpx.Client
+    canned_api: Any, api: Client
 ) -> None:
     ready = (200, a_run("ACTIVE", "READY"))
     canned_api.reply("GET", RUN_PATH, *[ready] * 24, (200, a_run("COMPLETED", "COMPLETED")))
     canned_api.reply("GET", PROCESSORS, (503, {"title": "Unavailable", "status": 503,
                                                 "detail": "db down"}), (200, NOOP_UNSERVED))
 
-    output, looked_at = watch_polling(http, FakeClock())
+    output, looked_at = watch_polling(api, FakeClock())
 
     assert looked_at == [5.0, 10.0]  # asked again after the failure, then said
     assert output.count(LINE) == 1
