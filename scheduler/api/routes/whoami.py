@@ -38,6 +38,6 @@ class WhoAmIPublic(BaseModel):
 
 
 @router.get("/whoami")
-def whoami(principal: PrincipalDep) -> WhoAmIPublic:
+async def whoami(principal: PrincipalDep) -> WhoAmIPublic:
     """The calling token's name, scopes (as given and as implied), tenant and expiry."""
     return WhoAmIPublic.of(principal)
