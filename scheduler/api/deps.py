@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
 from email.message import Message
 from typing import Annotated
@@ -82,7 +82,7 @@ async def get_principal(
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
 
 
-def scope(*any_of: Scope) -> Callable[[Principal], None]:
+def scope(*any_of: Scope) -> Callable[[Principal], Awaitable[None]]:
     """A route dependency: 403 naming the scope unless the caller has one of ``any_of``.
 
     Used as ``dependencies=[Depends(scope("job"))]`` on every route, so that a route's
