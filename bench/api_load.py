@@ -10,7 +10,9 @@ The clients are aiohttp's: httpx's pool costs about 12 ms of CPU per request at 
 connections, so the generator took a whole core of the two and measured itself (and
 its stalls let the server close idle connections under it: the one ReadError seen).
 
-    .venv/bin/python bench/api_load.py [--clients 200] [--seconds 30]
+    .venv/bin/python bench/api_load.py [--clients 200] [--seconds 30] [--workers 1]
+
+``--workers`` is the API's (``stellwerk api --workers N``: N processes; 0 one per core).
 
 Servers: ``STELLWERK_BENCH_DATABASE_URL`` / ``STELLWERK_BENCH_REDIS_URL`` or embedded.
 """
@@ -102,13 +104,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clients", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
     port = free_port()
     with servers() as (database_url, redis_url), Processes() as procs:
         env = {**os.environ, "STELLWERK_DATABASE_URL": database_url,
                "STELLWERK_REDIS_URL": redis_url, "STELLWERK_ADMIN_TOKEN": TOKEN}
         procs.start("api", [sys.executable, "-m", "scheduler.cli.main", "api", "--port",
-                            str(port)], env)
+                            str(port), "--workers", str(args.workers)], env)
         base = f"http://127.0.0.1:{port}/api/v1"
         wait_for(lambda: _healthy(base), 60, "the API did not come up", poll_s=0.2)
         api_cpu_before, own_before = procs.cpu_seconds()["api"], _own_cpu_s()
@@ -116,7 +119,8 @@ def main() -> None:
         api_cpu, own_cpu = procs.cpu_seconds()["api"] - api_cpu_before, _own_cpu_s() - own_before
     latencies, errors = recorder.latencies, recorder.errors
     total = sum(len(v) for v in latencies.values())
-    print(f"{args.clients} clients for {args.seconds:g} s against one `stellwerk api`: "
+    print(f"{args.clients} clients for {args.seconds:g} s against `stellwerk api --workers "
+          f"{args.workers}`: "
           f"{total} requests ({total / args.seconds:.0f}/s), {len(errors)} errors")
     print(f"  CPU: api {api_cpu:.1f} s ({api_cpu / max(total, 1) * 1000:.1f} ms a request), "
           f"load generator {own_cpu:.1f} s")

@@ -22,13 +22,14 @@ class Processes:
         self._procs[name] = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
 
     def cpu_seconds(self) -> dict[str, float]:
-        """User+system CPU each live child has used so far."""
+        """User+system CPU each live child, with its live children, has used so far."""
         import psutil
 
         out = {}
         for name, proc in self._procs.items():
-            times = psutil.Process(proc.pid).cpu_times()
-            out[name] = times.user + times.system
+            parent = psutil.Process(proc.pid)
+            tree = [parent, *parent.children(recursive=True)]  # `api --workers N`'s
+            out[name] = sum(p.cpu_times().user + p.cpu_times().system for p in tree)
         return out
 
     def stop(self, name: str) -> None:

@@ -1,10 +1,19 @@
-"""``stellwerk api``: serve the REST API with uvicorn."""
+"""``stellwerk api``: serve the REST API with uvicorn, in one process or several.
+
+One process answers with one core at most (Python runs one thread at a time), so
+``--workers N`` runs N processes on one socket, as uvicorn does; each builds its own app
+(pool, Redis clients) from the environment, which the parent fills with the servers it
+resolved (embedded ones included), so every process talks to the same PostgreSQL.
+"""
 
 from __future__ import annotations
 
-import uvicorn
+import os
 
-from common.config import Settings
+import uvicorn
+from fastapi import FastAPI
+
+from common.config import Settings, load_settings
 from scheduler.api.app import create_app
 
 GRACEFUL_SHUTDOWN_S = 5
@@ -15,8 +24,35 @@ GRACEFUL_SHUTDOWN_S = 5
 KEEP_ALIVE_S = 75
 
 
-def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8080) -> None:
-    """Run the API until interrupted (Ctrl-C or SIGTERM stop it cleanly)."""
+def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8080,
+          workers: int = 1) -> None:
+    """Run the API until interrupted (Ctrl-C or SIGTERM stop it cleanly).
+
+    ``workers`` processes serve (0: one per core).
+    """
+    workers = workers or os.cpu_count() or 1
     # Open event streams never end by themselves: on shutdown they get a few seconds.
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="info",
-                timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, timeout_keep_alive=KEEP_ALIVE_S)
+    options = {"host": host, "port": port, "log_level": "info",
+               "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S,
+               "timeout_keep_alive": KEEP_ALIVE_S}
+    if workers == 1:
+        uvicorn.run(create_app(settings), **options)  # type: ignore[arg-type]
+        return
+    os.environ.update(_server_environment(settings))
+    uvicorn.run(f"{__name__}:app_of_environment", factory=True, workers=workers,
+                **options)  # type: ignore[arg-type]
+
+
+def app_of_environment() -> FastAPI:
+    """The app of one of several API processes, from ``STELLWERK_*`` (and ``OTEL_*``)."""
+    from common.tracing import configure_tracing  # noqa: PLC0415
+
+    configure_tracing("api")
+    return create_app(load_settings())
+
+
+def _server_environment(settings: Settings) -> dict[str, str]:
+    """The servers' URLs as variables, for processes that read their settings anew."""
+    urls = {"STELLWERK_DATABASE_URL": settings.database_url,
+            "STELLWERK_REDIS_URL": settings.redis_url}
+    return {name: url for name, url in urls.items() if url}

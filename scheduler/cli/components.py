@@ -23,6 +23,8 @@ BUILTIN_TYPES = "noop,sleep,python,shell"
 
 HostOption = Annotated[str, typer.Option(help="Interface to listen on.")]
 PortOption = Annotated[int, typer.Option(help="Port to listen on.", min=1, max=65535)]
+WorkersOption = Annotated[int, typer.Option(
+    help="Processes serving the API (0: one per core).", min=0, max=64)]
 
 
 class Pool(StrEnum):
@@ -53,11 +55,12 @@ def component_settings(component: str | None = None) -> Settings:
     return ensure_servers(load_settings())
 
 
-def api(host: HostOption = "127.0.0.1", port: PortOption = 8080) -> None:
+def api(host: HostOption = "127.0.0.1", port: PortOption = 8080,
+        workers: WorkersOption = 1) -> None:
     """Serve the REST API and the web UI."""
     from scheduler.api.server import serve  # noqa: PLC0415
 
-    serve(component_settings("api"), host, port)
+    serve(component_settings("api"), host, port, workers)
 
 
 def engine() -> None:

@@ -198,7 +198,7 @@ def plan_children(python: str, env: Mapping[str, str], options: UpOptions) -> li
         return ChildSpec(name, (python, "-m", "scheduler.cli.main", name, *args), env)
 
     return [
-        child("api", "--host", options.host, "--port", str(options.port)),
+        child("api", "--host", options.host, "--port", str(options.port), "--workers", "0"),
         child("engine"),
         child("beat"),
         child("notify"),

@@ -30,7 +30,8 @@ def test_every_component_is_a_child_of_its_own() -> None:
     assert [c.name for c in children] == [
         "api", "engine", "beat", "notify", "worker", "connector"]
     assert all(c.argv[:3] == ("/py", "-m", "scheduler.cli.main") for c in children)
-    assert children[0].argv[3:] == ("api", "--host", "0.0.0.0", "--port", "8181")
+    assert children[0].argv[3:] == ("api", "--host", "0.0.0.0", "--port", "8181",
+                                     "--workers", "0")
     assert children[4].argv[3:] == ("worker", "--types", "noop,sleep,python,shell",
                                     "--concurrency", "4", "--pool", "threads")  # fmt: skip
     assert children[5].argv[3:] == ("connector", "--host", "0.0.0.0", "--port", "8191")
