@@ -363,6 +363,30 @@ UNRECORDED_HELD = (
 # The due runs of capped jobs, oldest first, as many as each job has room for: its cap
 # less its unfinished runs whose activation went out. The job's row is locked (another
 # beat skips it, the API's run creation waits), so two beats never both fill its room.
+# What the beat's firing duties would find by ``:horizon``, in one round trip: a step
+# with nothing due (most of an idle beat's five a second) runs none of them.
+FIRING_DUE = text(
+    "SELECT EXISTS (SELECT 1 FROM jobs WHERE next_fire_at <= :horizon) AS crons, "
+    "EXISTS (SELECT 1 FROM fires WHERE outcome = 'buffered') AS buffered, "
+    "EXISTS (SELECT 1 FROM runs WHERE state = 'READY' AND activation_sent_at IS NULL "
+    "  AND scheduled_for <= :horizon) AS runs, "
+    "EXISTS (SELECT 1 FROM task_runs WHERE retry_at <= :horizon) AS retries"
+)
+
+# What the beat's once-a-tick watch duties would find (``scheduler.beat.ticker``): the
+# run timers, attempts past their deadline, suspension, resumption, lateness. The same
+# predicates as the duties' own claims; tests/integration/beat check each flag.
+WATCH_DUE = text(
+    "SELECT EXISTS (SELECT 1 FROM runs WHERE state = 'CANCEL_REQUESTED' "
+    "  AND cancel_grace_sent_at IS NULL AND cancel_requested_at <= :grace_over) "
+    "  AS cancel_grace, "
+    "EXISTS (SELECT 1 FROM runs WHERE timeout_at <= :now) AS run_timeouts, "
+    "EXISTS (SELECT 1 FROM task_runs WHERE deadline_at <= :now) AS attempt_timeouts, "
+    "EXISTS (SELECT 1 FROM runs WHERE suspend_due_at <= :now) AS suspend, "
+    "EXISTS (SELECT 1 FROM runs WHERE resume_due_at <= :now) AS resume, "
+    "EXISTS (SELECT 1 FROM runs WHERE late_at <= :now) AS late"
+)
+
 CAPPED_DUE_RUNS = text(
     "WITH capped AS ("
     "  SELECT j.id, j.max_active_runs AS cap FROM jobs AS j "

@@ -20,7 +20,7 @@ from scheduler.beat import duties, lateness, suspension
 from scheduler.beat.attempts import ExpiredLeases, LostClaims
 from scheduler.beat.flow import AdmitWaiting
 from scheduler.beat.retention import Retention
-from scheduler.beat.ticker import Chore, Duty, Ticker
+from scheduler.beat.ticker import Chore, Duty, Ticker, WhenDue
 from scheduler.service import configure_logging, run_until_signalled
 
 
@@ -55,8 +55,11 @@ def watch_duties(client: redis.Redis, settings: Settings) -> list[Duty]:
 
     return [
         ExpiredLeases(holders, settings.lease_ttl, epoch_age),
-        LostClaims(holders, settings.lease_ttl, epoch_age), duties.time_out_attempts,
-        suspension.suspend_due_runs, suspension.resume_due_runs, lateness.announce_late_runs,
+        LostClaims(holders, settings.lease_ttl, epoch_age),
+        WhenDue("attempt_timeouts", duties.time_out_attempts),
+        WhenDue("suspend", suspension.suspend_due_runs),
+        WhenDue("resume", suspension.resume_due_runs),
+        WhenDue("late", lateness.announce_late_runs),
         AdmitWaiting(),
     ]
 

@@ -1,0 +1,96 @@
+"""The beat's probes on a real database: each flag is set by a row its duty would claim.
+
+The firing and watch duties run only when ``FIRING_DUE`` / ``WATCH_DUE`` say they have
+work, so a predicate there that differs from its duty's would leave work undone.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from sqlalchemy import delete, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from common.domain.spec import JobSpec
+from common.persistence.db import make_engine, make_sessions
+from common.persistence.models import Job, Run, TaskRun
+from common.persistence.queries import FIRING_DUE, WATCH_DUE
+from scheduler.beat import duties, lateness, suspension, timers
+from scheduler.beat.ticker import Duty
+from scheduler.services.jobs import create_job
+
+NOW = datetime.now(UTC)
+GRACE = timedelta(seconds=5)
+PAST = NOW - timedelta(seconds=1)
+
+
+@pytest.fixture(scope="module")
+def sessions(own_database: str) -> Iterator[sessionmaker[Session]]:
+    engine = make_engine(own_database)
+    yield make_sessions(engine)
+    engine.dispose()
+
+
+def flags(session: Session) -> dict[str, bool]:
+    firing = session.execute(FIRING_DUE, {"horizon": NOW}).one()._mapping
+    watch = session.execute(WATCH_DUE, {"now": NOW, "grace_over": NOW - GRACE}).one()._mapping
+    return {**firing, **watch}
+
+
+def a_run(session: Session, run: Mapping[str, Any], task: Mapping[str, Any]) -> uuid.UUID:
+    """A one-off job whose run has nothing due but what ``run`` and ``task`` columns say."""
+    spec = JobSpec.model_validate({"name": f"probe-{uuid.uuid4().hex[:8]}",
+                                   "tasks": [{"name": "a", "type": "noop"}]})
+    created = create_job(session, spec, NOW)
+    quiet = {"state": "ACTIVE", "scheduled_for": NOW + timedelta(hours=1), "late_at": None,
+             "timeout_at": None, "suspend_due_at": None, "resume_due_at": None}
+    session.execute(update(Run).where(Run.id == created.run_id).values({**quiet, **run}))
+    if task:
+        session.execute(update(TaskRun).where(TaskRun.run_id == created.run_id).values(task))
+    return created.job_id
+
+
+CASES: list[tuple[str, dict[str, Any], dict[str, Any], Duty]] = [
+    ("runs", {"state": "READY", "scheduled_for": PAST, "activation_sent_at": None}, {},
+     duties.start_due_runs),
+    ("retries", {}, {"retry_at": PAST}, duties.fire_due_retries),
+    ("cancel_grace", {"state": "CANCEL_REQUESTED", "cancel_requested_at": NOW - 2 * GRACE},
+     {}, lambda s, now: timers.signal_cancel_grace(s, now, GRACE)),
+    ("run_timeouts", {"timeout_at": PAST}, {}, timers.signal_run_timeouts),
+    ("attempt_timeouts", {}, {"deadline_at": PAST}, duties.time_out_attempts),
+    ("suspend", {"suspend_due_at": PAST}, {}, suspension.suspend_due_runs),
+    ("resume", {"state": "PAUSED", "resume_due_at": PAST}, {}, suspension.resume_due_runs),
+    ("late", {"state": "READY", "late_at": PAST}, {}, lateness.announce_late_runs),
+]
+
+
+def test_each_flag_is_set_by_a_row_its_duty_claims_and_only_then(
+    sessions: sessionmaker[Session],
+) -> None:
+    with sessions() as session:
+        assert not any(flags(session).values())
+    for flag, run, task, duty in CASES:
+        with sessions.begin() as session:
+            job_id = a_run(session, run, task)
+        with sessions.begin() as session:
+            assert {name for name, on in flags(session).items() if on} >= {flag}, flag
+            duty(session, NOW)  # the duty claims the row: due no more
+            assert not flags(session)[flag], flag
+            session.execute(delete(Job).where(Job.id == job_id))
+        with sessions() as session:
+            assert not any(flags(session).values()), flag
+
+
+def test_a_cron_due_and_a_buffered_fire_set_their_flags(sessions: sessionmaker[Session]) -> None:
+    spec = JobSpec.model_validate({"name": f"probe-{uuid.uuid4().hex[:8]}", "draft": True,
+                                   "tasks": [{"name": "a", "type": "noop"}]})
+    with sessions.begin() as session:
+        job_id = create_job(session, spec, NOW).job_id
+        session.execute(update(Job).where(Job.id == job_id).values(next_fire_at=PAST))
+    with sessions.begin() as session:
+        assert flags(session)["crons"]
+        session.execute(delete(Job).where(Job.id == job_id))
