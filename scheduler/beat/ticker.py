@@ -20,8 +20,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
-from sqlalchemy import delete
+from sqlalchemy import Row, delete
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.messaging.loop_timings import LoopTimings
@@ -98,14 +99,20 @@ class Ticker:
     def tick(self) -> datetime:
         """The firing duties; every ``STEPS_PER_TICK``-th time, all the others too.
 
-        Return when to step next.
+        Return when to step next. A step with nothing to fire and nothing sent to forget
+        opens no transaction: its probe runs alone, in autocommit.
         """
         now = self._clock()
+        horizon = now + self._lookahead
         full = self._steps % STEPS_PER_TICK == 0
         self._steps += 1
+        sent = self._handoff.take_sent()
+        due = None if full or sent else self._firing_due(horizon)
+        if due is not None and not self._has_work(due):
+            return now + self._interval / STEPS_PER_TICK
         with self._sessions.begin() as session:
-            _forget(session, self._handoff.take_sent())
-            ids = self._fire(session, now, now + self._lookahead)
+            _forget(session, sent)
+            ids = self._fire(session, now, horizon, due)
             if full:
                 ids += self._watch_over(session, now)
         self._handoff.hand(self._relay.relay_due(ids, now))
@@ -115,14 +122,29 @@ class Ticker:
                 chore(now)
         return now + self._interval / STEPS_PER_TICK
 
-    def _fire(self, session: Session, now: datetime, horizon: datetime) -> list[int]:
+    def _firing_due(self, horizon: datetime) -> Row[Any]:
+        """``FIRING_DUE`` outside a transaction (one round trip, no BEGIN and COMMIT)."""
+        with self._sessions() as session:
+            session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
+            return session.execute(FIRING_DUE, {"horizon": horizon}).one()
+
+    def _cron_work(self, due: Row[Any]) -> bool:
+        return self._fire_crons and bool(due.crons or due.buffered)
+
+    def _has_work(self, due: Row[Any]) -> bool:
+        return self._cron_work(due) or bool(due.runs or due.retries)
+
+    def _fire(
+        self, session: Session, now: datetime, horizon: datetime, due: Row[Any] | None = None,
+    ) -> list[int]:
         """Cron fires, runs to start and retries due by ``horizon``: timed activations.
 
         One query first says which duties have anything to do (an idle step is one round
         trip, not five); one that comes due just after it is taken a step later.
         """
-        due = session.execute(FIRING_DUE, {"horizon": horizon}).one()
-        fire_crons = self._fire_crons and (due.crons or due.buffered)
+        if due is None:
+            due = session.execute(FIRING_DUE, {"horizon": horizon}).one()
+        fire_crons = self._cron_work(due)
         ids = []
         if fire_crons:  # first: the runs it creates are started below
             ids += crons.fire_due_crons(session, now, horizon - now)

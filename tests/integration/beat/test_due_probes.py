@@ -12,15 +12,18 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import delete, update
+import redis
+from sqlalchemy import delete, event, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.domain.spec import JobSpec
+from common.messaging.publisher import Publisher
 from common.persistence.db import make_engine, make_sessions
-from common.persistence.models import Job, Run, TaskRun
+from common.persistence.models import Job, OutboxMessage, Run, TaskRun
+from common.persistence.outbox import OutboxRelay
 from common.persistence.queries import FIRING_DUE, WATCH_DUE
 from scheduler.beat import duties, lateness, suspension, timers
-from scheduler.beat.ticker import Duty
+from scheduler.beat.ticker import STEPS_PER_TICK, Duty, Ticker
 from scheduler.services.jobs import create_job
 
 NOW = datetime.now(UTC)
@@ -94,3 +97,37 @@ def test_a_cron_due_and_a_buffered_fire_set_their_flags(sessions: sessionmaker[S
     with sessions.begin() as session:
         assert flags(session)["crons"]
         session.execute(delete(Job).where(Job.id == job_id))
+
+
+def test_an_idle_step_opens_no_transaction_and_a_due_retry_is_fired_by_the_next(
+    sessions: sessionmaker[Session], redis_url: str,
+) -> None:
+    in_transaction: list[bool] = []  # per statement: sent inside a transaction?
+
+    def record(conn: Any, cursor: Any, *_: Any) -> None:
+        in_transaction.append(not cursor.connection.autocommit)
+
+    engine = sessions.kw["bind"]
+    event.listen(engine, "before_cursor_execute", record)
+    relay = OutboxRelay(sessions, Publisher(redis.Redis.from_url(redis_url)))
+    ticker = Ticker(sessions, relay, timedelta(seconds=1), clock=lambda: NOW)
+    job_id = None
+    try:
+        ticker.tick()  # the full step: the watch duties' transaction
+        in_transaction.clear()
+        for _ in range(STEPS_PER_TICK - 2):
+            ticker.tick()
+        assert in_transaction == [False] * (STEPS_PER_TICK - 2)  # the probe alone
+        with sessions.begin() as session:
+            job_id = a_run(session, {}, {"retry_at": PAST})
+        in_transaction.clear()
+        ticker.tick()
+        assert in_transaction[0] is False and all(in_transaction[1:])
+        with sessions() as session:
+            signals = [m.payload.get("signal") for m in session.scalars(select(OutboxMessage))]
+            assert "retry_due" in signals
+    finally:
+        event.remove(engine, "before_cursor_execute", record)
+        with sessions.begin() as session:
+            session.execute(delete(Job).where(Job.id == job_id))
+            session.execute(delete(OutboxMessage))
