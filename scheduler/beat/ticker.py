@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from sqlalchemy import Row, delete
@@ -83,7 +84,13 @@ class Ticker:
         self.database = Outage("PostgreSQL", log)
         self._relay_until = 0.0  # monotonic: relay what failed publishes left until then
         self._sessions = sessions
-        self._watch = watch  # lost attempts, task timeouts, suspension, lateness
+        # The run timers (every ticker has them), then the watch duties it was given: lost
+        # attempts, task timeouts, suspension, lateness, flow admission.
+        self._watch: tuple[Duty, ...] = (
+            WhenDue("cancel_grace", partial(timers.signal_cancel_grace, grace=cancel_grace)),
+            WhenDue("run_timeouts", timers.signal_run_timeouts),
+            *watch,
+        )
         self._chores = chores  # retention
         self._fire_crons = fire_crons  # False: STELLWERK_DISABLE_CRON
         self._cancel_grace = cancel_grace
@@ -163,10 +170,6 @@ class Ticker:
         due = session.execute(
             WATCH_DUE, {"now": now, "grace_over": now - self._cancel_grace}).one()._mapping
         ids = []
-        if due["cancel_grace"]:
-            ids += timers.signal_cancel_grace(session, now, self._cancel_grace)
-        if due["run_timeouts"]:
-            ids += timers.signal_run_timeouts(session, now)
         for duty in self._watch:
             if not isinstance(duty, WhenDue) or due[duty.flag]:
                 ids += duty(session, now)

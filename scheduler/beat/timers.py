@@ -22,11 +22,6 @@ from common.persistence.outbox import enqueue
 from scheduler.beat.duties import BATCH
 
 
-def fire_run_timers(session: Session, now: datetime, cancel_grace: timedelta) -> list[int]:
-    """Both timers, for the ticker: outbox ids of the activations written."""
-    return signal_cancel_grace(session, now, cancel_grace) + signal_run_timeouts(session, now)
-
-
 def signal_cancel_grace(session: Session, now: datetime, grace: timedelta) -> list[int]:
     """A run still CANCEL_REQUESTED ``grace`` after the cancel gets ``cancel_grace_over``."""
     due = select(Run.id).where(

@@ -99,7 +99,8 @@ def test_state_changes_set_the_due_times_the_beat_timers_read(
         assert session.get_one(Run, uid).cancel_requested_at == FROZEN_AT
         signals = [
             [session.get_one(OutboxMessage, i).payload for i in
-             timers.fire_run_timers(session, now, grace)]
+             timers.signal_cancel_grace(session, now, grace)
+             + timers.signal_run_timeouts(session, now)]
             for now in (FROZEN_AT + grace / 2, FROZEN_AT + grace)
         ]
     early, due = ([p["signal"] for p in sent if p["run_id"] == run_id] for sent in signals)

@@ -29,7 +29,8 @@ def _run(sessions: sessionmaker[Session], name: str, **columns: object) -> uuid.
 
 def _signals(sessions: sessionmaker[Session], run_ids: set[uuid.UUID]) -> list[tuple[str, str]]:
     with sessions.begin() as session:
-        ids = timers.fire_run_timers(session, NOW, GRACE)
+        ids = (timers.signal_cancel_grace(session, NOW, GRACE)
+               + timers.signal_run_timeouts(session, NOW))
         payloads = [session.get_one(OutboxMessage, i).payload for i in ids]
     return sorted((p["run_id"], p["signal"]) for p in payloads
                   if uuid.UUID(p["run_id"]) in run_ids)
