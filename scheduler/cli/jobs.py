@@ -23,6 +23,7 @@ from scheduler.cli.client import (
     resolve_connection,
 )
 from scheduler.cli.errors import reporting_errors
+from scheduler.cli.groups import add_group
 from scheduler.cli.jsonout import JsonOption, print_json
 from scheduler.cli.tables import FittedTable, LeaveOut, Squeeze
 from scheduler.cli.views import format_time, state_text
@@ -35,10 +36,8 @@ def register(app: typer.Typer) -> None:
     """Add ``jobs``, ``run-now`` and the ``job`` group to the app."""
     app.command("jobs", rich_help_panel=PANEL)(reporting_errors(list_jobs))
     app.command("run-now", rich_help_panel=PANEL)(reporting_errors(run_now))
-    group = typer.Typer(help="Commit, enable, disable or delete a job.", no_args_is_help=True)
-    for command in (commit, enable, disable, delete):
-        group.command()(reporting_errors(command))
-    app.add_typer(group, name="job", rich_help_panel=PANEL)
+    add_group(app, "job", "Commit, enable, disable or delete a job.",
+              {"commit": commit, "enable": enable, "disable": disable, "delete": delete})
 
 
 def list_jobs(

@@ -21,21 +21,15 @@ from scheduler.cli.client import (
     api_client,
     resolve_connection,
 )
-from scheduler.cli.errors import reporting_errors
+from scheduler.cli.groups import add_group
 from scheduler.cli.jsonout import JsonOption, print_json
 from scheduler.cli.tables import FittedTable
-
-PANEL = "Client"
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``limit`` group to the app."""
-    group = typer.Typer(help="Concurrency and rate limits, tenants' weights.",
-                        no_args_is_help=True)
-    group.command("list")(reporting_errors(list_))
-    group.command("set")(reporting_errors(set_))
-    group.command("delete")(reporting_errors(delete))
-    app.add_typer(group, name="limit", rich_help_panel=PANEL)
+    add_group(app, "limit", "Concurrency and rate limits, tenants' weights.",
+              {"list": list_, "set": set_, "delete": delete})
 
 
 def list_(

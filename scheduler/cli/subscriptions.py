@@ -23,21 +23,16 @@ from scheduler.cli.client import (
     api_client,
     resolve_connection,
 )
-from scheduler.cli.errors import CliError, reporting_errors
+from scheduler.cli.errors import CliError
+from scheduler.cli.groups import add_group
 from scheduler.cli.jsonout import JsonOption, print_json
 from scheduler.cli.tables import FittedTable, LeaveOut, Squeeze
-
-PANEL = "Client"
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``subscription`` group to the app."""
-    group = typer.Typer(help="List, create and delete subscriptions to state changes.",
-                        no_args_is_help=True)
-    group.command("list")(reporting_errors(list_))
-    group.command("create")(reporting_errors(create))
-    group.command("delete")(reporting_errors(delete))
-    app.add_typer(group, name="subscription", rich_help_panel=PANEL)
+    add_group(app, "subscription", "List, create and delete subscriptions to state changes.",
+              {"list": list_, "create": create, "delete": delete})
 
 
 def list_(

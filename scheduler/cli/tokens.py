@@ -21,20 +21,15 @@ from scheduler.cli.client import (
     resolve_connection,
 )
 from scheduler.cli.durations import parse_duration
-from scheduler.cli.errors import reporting_errors
+from scheduler.cli.groups import add_group
 from scheduler.cli.jsonout import JsonOption, print_json
 from scheduler.cli.tables import FittedTable, LeaveOut, Squeeze
-
-PANEL = "Client"
 
 
 def register(app: typer.Typer) -> None:
     """Add the ``token`` group to the app."""
-    group = typer.Typer(help="Create, list and revoke API tokens.", no_args_is_help=True)
-    group.command("create")(reporting_errors(create))
-    group.command("list")(reporting_errors(list_))
-    group.command("revoke")(reporting_errors(revoke))
-    app.add_typer(group, name="token", rich_help_panel=PANEL)
+    add_group(app, "token", "Create, list and revoke API tokens.",
+              {"create": create, "list": list_, "revoke": revoke})
 
 
 def create(
