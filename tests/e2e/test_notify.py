@@ -185,19 +185,8 @@ def wait_until_task(api: httpx.Client, run_id: str, task: str, state: str) -> No
 
 def _read_to_the_end(response: httpx.Response) -> list[tuple[str, dict[str, Any]]]:
     """``(event, data)`` of each message until the server ends the stream."""
-    deadline = time.monotonic() + 60  # keep-alives come every 15 s: this can fail
-    seen: list[tuple[str, dict[str, Any]]] = []
-    fields: dict[str, str] = {}
-    for line in response.iter_lines():
-        assert time.monotonic() < deadline, f"the stream went on: {[n for n, _ in seen]}"
-        if line:
-            key, _, value = line.partition(": ")
-            fields[key] = value
-            continue
-        if "data" in fields:
-            seen.append((fields["event"], json.loads(fields["data"])))
-        fields = {}
-    return seen
+    # Keep-alives come every 15 s, so a stream that goes on fails the deadline.
+    return [(event, data) for _, event, data in _messages(response, timeout_s=60)]
 
 
 def test_a_stream_outlives_a_quiet_spell_longer_than_the_redis_socket_timeout(
@@ -315,18 +304,27 @@ def _as(system: System, token: str, timeout_s: float = 10) -> httpx.Client:
 def _read_until(response: httpx.Response, last: str,
                 timeout_s: float = 30) -> list[tuple[str, str, dict[str, Any]]]:
     """``(id, event, data)`` of each message, until one named ``last`` (inclusive)."""
-    deadline = time.monotonic() + timeout_s
     seen: list[tuple[str, str, dict[str, Any]]] = []
+    for message in _messages(response, timeout_s):
+        seen.append(message)
+        if message[1] == last:
+            return seen
+    raise AssertionError(f"the stream ended before {last}: {[n for _, n, _ in seen]}")
+
+
+def _messages(response: httpx.Response,
+              timeout_s: float) -> Iterator[tuple[str, str, dict[str, Any]]]:
+    """``(id, event, data)`` of each server-sent message, failing after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    names: list[str] = []
     fields: dict[str, str] = {}
     for line in response.iter_lines():
-        assert time.monotonic() < deadline, f"no {last} in {[n for _, n, _ in seen]}"
+        assert time.monotonic() < deadline, f"the stream went on: {names}"
         if line:
             key, _, value = line.partition(": ")
             fields[key] = value
             continue
         if "data" in fields:
-            seen.append((fields["id"], fields["event"], json.loads(fields["data"])))
-            if fields["event"] == last:
-                return seen
+            names.append(fields["event"])
+            yield fields.get("id", ""), fields["event"], json.loads(fields["data"])
         fields = {}
-    raise AssertionError(f"the stream ended before {last}: {[n for _, n, _ in seen]}")

@@ -7,18 +7,16 @@ work, so a predicate there that differs from its duty's would leave work undone.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
 import redis
 from sqlalchemy import delete, event, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.domain.spec import JobSpec
 from common.messaging.publisher import Publisher
-from common.persistence.db import make_engine, make_sessions
 from common.persistence.models import Job, OutboxMessage, Run, TaskRun
 from common.persistence.outbox import OutboxRelay
 from common.persistence.queries import FIRING_DUE, WATCH_DUE
@@ -29,13 +27,6 @@ from scheduler.services.jobs import create_job
 NOW = datetime.now(UTC)
 GRACE = timedelta(seconds=5)
 PAST = NOW - timedelta(seconds=1)
-
-
-@pytest.fixture(scope="module")
-def sessions(own_database: str) -> Iterator[sessionmaker[Session]]:
-    engine = make_engine(own_database)
-    yield make_sessions(engine)
-    engine.dispose()
 
 
 def flags(session: Session) -> dict[str, bool]:

@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-import pytest
 from sqlalchemy import ColumnElement, func, insert, select, update
 from sqlalchemy.orm import DeclarativeBase, Session, sessionmaker
 
 from common.domain.spec import JobSpec
-from common.persistence.db import make_engine, make_sessions
 from common.persistence.models import Fire, JournalEntry, Run, TaskLog, TaskRun
 from common.persistence.retention import PruneScope, prune, prune_batch
 from scheduler.beat.retention import Retention
@@ -28,13 +26,6 @@ NOW = datetime.now(UTC)
 OLD = NOW - timedelta(days=40)
 RECENT = NOW - timedelta(days=1)
 CUTOFF = NOW - timedelta(days=30)
-
-
-@pytest.fixture(scope="module")
-def sessions(own_database: str) -> Iterator[sessionmaker[Session]]:
-    engine = make_engine(own_database)
-    yield make_sessions(engine)
-    engine.dispose()
 
 
 @dataclass
