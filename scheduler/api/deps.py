@@ -73,7 +73,7 @@ async def get_principal(
         raise Unauthorized("missing bearer token: send 'Authorization: Bearer <token>'")
     authenticator, token = resources.authenticator, credentials.credentials
     principal = authenticator.admin(token) or await run_in_threadpool(
-        authenticator.authenticate, session, token, now)
+        authenticator.api_token, session, token, now)
     if principal is None:
         raise Unauthorized("invalid bearer token (unknown, deleted or expired)")
     return principal
