@@ -55,12 +55,31 @@ class Processes:
 
 
 def start_stellwerk(procs: Processes, database_url: str, redis_url: str,
-                    concurrency: int = 8) -> None:
-    """Engine, beat and one worker of ``noop`` tasks (threads x ``concurrency``)."""
+                    concurrency: int = 8, *, engines: int = 1, workers: int = 1) -> None:
+    """Beat, ``engines`` engines and ``workers`` workers of ``noop`` tasks (threads x
+    ``concurrency``), named ``engine``, ``engine-2``, ..., ``worker``, ``worker-2``, ..."""
     env = {**os.environ, "STELLWERK_DATABASE_URL": database_url,
            "STELLWERK_REDIS_URL": redis_url, "PYTHONUNBUFFERED": "1"}
     cli = [sys.executable, "-m", "scheduler.cli.main"]
-    procs.start("engine", [*cli, "engine"], env)
+    for number in range(1, engines + 1):
+        procs.start(numbered("engine", number), [*cli, "engine"], env)
     procs.start("beat", [*cli, "beat"], env)
-    procs.start("worker", [*cli, "worker", "--types", "noop", "--concurrency",
-                           str(concurrency), "--pool", "threads"], env)
+    for number in range(1, workers + 1):
+        procs.start(numbered("worker", number), [
+            *cli, "worker", "--types", "noop", "--concurrency", str(concurrency),
+            "--pool", "threads"], env)
+
+
+def numbered(component: str, number: int) -> str:
+    """The first of a component is plain ``engine``, the next ``engine-2``: one-process
+    runs keep the names their reports always had."""
+    return component if number == 1 else f"{component}-{number}"
+
+
+def by_component(cpu_s: dict[str, float]) -> dict[str, float]:
+    """Per-process figures summed per component (``engine`` and ``engine-2``: ``engine``)."""
+    out: dict[str, float] = {}
+    for name, value in cpu_s.items():
+        component = name.split("-")[0]
+        out[component] = out.get(component, 0.0) + value
+    return out

@@ -22,6 +22,10 @@ time of their next fire, which is what the beat reads) to successive instants. T
 cron (``0 0 1 1 *``) puts the fire after that a year away.
 
     .venv/bin/python bench/scheduler.py [--rate 250] [--jobs 1000] [--filler 99000]
+                                        [--engines 1]
+
+``--engines 2``: the scale-out check (issue 18), each engine's CPU per fire beside
+their sum, how often a session waited on a lock, and fires that ran twice (none may).
 
 Servers: ``STELLWERK_BENCH_DATABASE_URL`` / ``STELLWERK_BENCH_REDIS_URL`` or embedded.
 """
@@ -43,7 +47,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.harness import percentile, servers, wait_for  # noqa: E402
-from bench.processes import Processes, start_stellwerk  # noqa: E402
+from bench.pg_activity import Counters, LockWaits  # noqa: E402
+from bench.processes import Processes, by_component, start_stellwerk  # noqa: E402
 from common.domain.spec import JobSpec  # noqa: E402
 from common.persistence.db import make_engine, make_sessions  # noqa: E402
 from common.persistence.models import Base  # noqa: E402
@@ -127,15 +132,32 @@ def _lateness(conn: psycopg.Connection[Any], jobs: list[uuid.UUID],
 
 def steady(conn: psycopg.Connection[Any], jobs: list[uuid.UUID], rate: float,
            procs: Processes) -> tuple[list[float], dict[str, float], str]:
-    """Lateness of one fire per job at ``rate`` per second, CPU ms per fire, machine load."""
+    """Lateness of one fire per job at ``rate`` per second, CPU ms per fire (each process's,
+    and each component's when a component has several), and what the machine and
+    PostgreSQL did meanwhile."""
+    database_url = conn.info.dsn
     start = datetime.now(UTC) + LEAD
     spread_fires(conn, jobs, start, rate)
     time.sleep(max(0.0, (start - datetime.now(UTC)).total_seconds()))  # idle until the first
-    before, machine = procs.cpu_seconds(), MachineLoad()
-    late = lateness_ms(conn, jobs, start, 120 + len(jobs) / rate)
+    before, machine, pg = procs.cpu_seconds(), MachineLoad(), Counters.read(database_url)
+    with LockWaits(database_url) as waits:
+        late = lateness_ms(conn, jobs, start, 120 + len(jobs) / rate)
     after = procs.cpu_seconds()
     per_fire = {name: 1000 * (after[name] - before[name]) / len(jobs) for name in after}
-    return late, per_fire, machine.since()
+    if len(per_fire) > len(by_component(per_fire)):
+        per_fire |= {f"{name} (all)": ms for name, ms in by_component(per_fire).items()}
+    return late, per_fire, (f"{machine.since()}; PostgreSQL per fire: "
+                            f"{Counters.read(database_url).per(pg, len(jobs))}; "
+                            f"{waits.summary()}; {duplicate_fires(conn)} fires run twice")
+
+
+def duplicate_fires(conn: psycopg.Connection[Any]) -> int:
+    """Runs of one job for one nominal time beyond the first: two engines or beats that
+    each started the same fire."""
+    row = conn.execute("SELECT count(*) - count(DISTINCT (job_id, scheduled_for)) FROM runs "
+                       "WHERE trigger = 'schedule'").fetchone()
+    conn.commit()
+    return int(row[0]) if row else 0
 
 
 class MachineLoad:
@@ -212,6 +234,7 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=250.0)
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--filler", type=int, default=99_000)
+    parser.add_argument("--engines", type=int, default=1)
     args = parser.parse_args()
     before = MachineLoad()
     time.sleep(1)
@@ -223,7 +246,7 @@ def main() -> None:
         redis.Redis.from_url(redis_url).flushdb()
         template = template_job(database_url)
         jobs = clone_jobs(conn, template, args.jobs - 1, "bench", None) + [template]
-        start_stellwerk(procs, database_url, redis_url)
+        start_stellwerk(procs, database_url, redis_url, engines=args.engines)
         steady(conn, jobs, args.rate, procs)  # warm-up: caches, pools, prepared statements
         settle(conn)
         small = steady(conn, jobs, args.rate, procs)
@@ -235,7 +258,8 @@ def main() -> None:
         burst_s = burst(conn, jobs)
         throughput = task_throughput(database_url, redis_url)
         tick_ms = idle_tick_ms(procs)
-    print(f"steady load {args.rate:g} fires/s, one noop task each; servers as configured")
+    print(f"steady load {args.rate:g} fires/s, one noop task each, {args.engines} engine(s); "
+          "servers as configured")
     report(f"{len(jobs):>7,} cron jobs", *small)
     report(f"{total:>7,} cron jobs", *large)
     target_s = len(jobs) / throughput + 0.5

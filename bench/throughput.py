@@ -10,6 +10,13 @@ and prints tasks/s of each, the ratios c/a and c/b, and the step latency (predec
 finished -> successor started) p50/p99 of a 100-task chain.
 
     .venv/bin/python bench/throughput.py [--tasks 10000] [--chain 100] [--concurrency 8]
+                                         [--engines 1] [--workers 1] [--runs 1]
+
+``--engines 2 --workers 2`` is the scale-out check (issue 18): it also prints each
+process's CPU, how often a session waited on a lock (two engines locking one run) and
+whether any transition was recorded twice or any task ran twice; every run prints
+PostgreSQL's commits and WAL bytes per task, for the capacity model. ``--runs R`` splits
+the fan-out into R runs at once, so that two engines have different runs to lock.
 
 Servers: ``STELLWERK_BENCH_DATABASE_URL`` / ``STELLWERK_BENCH_REDIS_URL`` or embedded.
 """
@@ -34,7 +41,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench.celery_baseline import COUNTER, JOINED, QUEUE, make_app  # noqa: E402
 from bench.harness import percentile, servers, wait_for  # noqa: E402
-from bench.processes import Processes, start_stellwerk  # noqa: E402
+from bench.pg_activity import Counters, LockWaits, duplicate_work  # noqa: E402
+from bench.processes import Processes, by_component, start_stellwerk  # noqa: E402
 from common.domain.spec import JobSpec  # noqa: E402
 from common.persistence.db import make_engine, make_sessions  # noqa: E402
 
@@ -93,28 +101,38 @@ def chain_spec(n: int) -> JobSpec:
 def run_job(database_url: str, redis_url: str, spec: JobSpec,
             timeout_s: float) -> tuple[uuid.UUID, float]:
     """Create the job (its run starts now) and wait for the run to complete."""
+    run_ids, elapsed = run_jobs(database_url, redis_url, [spec], timeout_s)
+    return run_ids[0], elapsed
+
+
+def run_jobs(database_url: str, redis_url: str, specs: list[JobSpec],
+             timeout_s: float) -> tuple[list[uuid.UUID], float]:
+    """Create the jobs (their runs start at once) and wait until every run completed."""
     from common.messaging.publisher import Publisher
     from common.persistence.outbox import OutboxRelay
     from scheduler.services.jobs import create_job
 
     sessions = make_sessions(make_engine(database_url))
+    relay = OutboxRelay(sessions, Publisher(redis.Redis.from_url(redis_url)))
     start = time.perf_counter()
-    with sessions.begin() as session:
-        created = create_job(session, spec, datetime.now(UTC))
-    OutboxRelay(sessions, Publisher(redis.Redis.from_url(redis_url))).relay_ids(
-        created.outbox_ids)
-    assert created.run_id is not None
+    run_ids = []
+    for spec in specs:
+        with sessions.begin() as session:
+            created = create_job(session, spec, datetime.now(UTC))
+        relay.relay_ids(created.outbox_ids)
+        assert created.run_id is not None
+        run_ids.append(created.run_id)
     with psycopg.connect(database_url) as conn:
         def done() -> bool:
-            row = conn.execute("select state from runs where id = %s", (created.run_id,))
-            state = row.fetchone()
+            states = [row[0] for row in conn.execute(
+                "select state from runs where id = any(%s)", (run_ids,))]
             conn.commit()
-            if state and state[0] in ("FAILED", "CANCELED", "TIMEOUT"):
-                raise RuntimeError(f"run ended {state[0]}")
-            return bool(state and state[0] == "COMPLETED")
+            if failed := set(states) & {"FAILED", "CANCELED", "TIMEOUT"}:
+                raise RuntimeError(f"a run ended {failed}")
+            return states == ["COMPLETED"] * len(run_ids)
 
-        wait_for(done, timeout_s, f"run of {spec.name} did not complete")
-    return created.run_id, time.perf_counter() - start
+        wait_for(done, timeout_s, f"runs of {specs[0].name}... did not complete")
+    return run_ids, time.perf_counter() - start
 
 
 def step_latencies(database_url: str, run_id: uuid.UUID) -> list[float]:
@@ -128,18 +146,24 @@ def step_latencies(database_url: str, run_id: uuid.UUID) -> list[float]:
 
 def stellwerk(database_url: str, redis_url: str, args: argparse.Namespace,
               procs: Processes) -> tuple[float, list[float]]:
-    start_stellwerk(procs, database_url, redis_url, args.concurrency)
+    start_stellwerk(procs, database_url, redis_url, args.concurrency,
+                    engines=args.engines, workers=args.workers)
     run_job(database_url, redis_url, fan_spec(2), 120)  # warm-up: processes ready, caches primed
-    before = procs.cpu_seconds()
-    _, elapsed = run_job(database_url, redis_url, fan_spec(args.tasks), 1800)
-    after = procs.cpu_seconds()
+    before, pg_before = procs.cpu_seconds(), Counters.read(database_url)
+    with LockWaits(database_url) as waits:
+        fan_runs, elapsed = run_jobs(database_url, redis_url, [
+            fan_spec(args.tasks // args.runs) for _ in range(args.runs)], 1800)
+    after, pg_after = procs.cpu_seconds(), Counters.read(database_url)
     print("CPU seconds during the fan-out run: " + ", ".join(
         f"{name} {after[name] - before[name]:.1f}" for name in after) + f" (wall {elapsed:.1f})")
-    worker_ms = 1000 * (after["worker"] - before["worker"]) / args.tasks
-    engine_ms = 1000 * (after["engine"] - before["engine"]) / args.tasks
-    print(f"Stellwerk: worker {worker_ms:.2f} ms, engine {engine_ms:.2f} ms CPU per task")
+    spent = {name: 1000 * (cpu - by_component(before)[name]) / args.tasks
+             for name, cpu in by_component(after).items()}
+    print(f"Stellwerk: worker {spent['worker']:.2f} ms, engine {spent['engine']:.2f} ms CPU "
+          f"per task (all {args.workers} workers, all {args.engines} engines)")
+    print(f"PostgreSQL per task: {pg_after.per(pg_before, args.tasks)}; {waits.summary()}; "
+          f"{duplicate_work(database_url, fan_runs)}")
     chain_run, _ = run_job(database_url, redis_url, chain_spec(args.chain), 600)
-    return (args.tasks + 2) / elapsed, step_latencies(database_url, chain_run)
+    return (args.tasks + 2 * args.runs) / elapsed, step_latencies(database_url, chain_run)
 
 
 def main() -> None:
@@ -147,6 +171,11 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=10_000)
     parser.add_argument("--chain", type=int, default=100)
     parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--engines", type=int, default=1, help="Stellwerk engines")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="Stellwerk worker processes (raw Celery keeps one)")
+    parser.add_argument("--runs", type=int, default=1,
+                        help="split Stellwerk's fan-out into this many runs at once")
     args = parser.parse_args()
     with servers() as (database_url, redis_url), Processes() as procs:
         redis.Redis.from_url(redis_url).flushdb()
@@ -155,7 +184,8 @@ def main() -> None:
         b = celery_chord(app, redis_url, args.tasks)
         procs.stop("celery")
         c, steps = stellwerk(database_url, redis_url, args, procs)
-    print(f"tasks: {args.tasks}, one worker process, threads x {args.concurrency}, same Redis")
+    print(f"tasks: {args.tasks}, threads x {args.concurrency} a worker process, same Redis; "
+          f"Stellwerk: {args.engines} engine(s), {args.workers} worker(s); Celery: one worker")
     print(f"(a) raw Celery apply_async      {a:9.1f} tasks/s")
     print(f"(b) Celery chord (fan-out+join) {b:9.1f} tasks/s")
     print(f"(c) Stellwerk fan-out/fan-in    {c:9.1f} tasks/s (every transition persisted)")
