@@ -86,6 +86,23 @@ def task_logs(
     return list(session.scalars(query.order_by(TaskLog.id)))
 
 
+def run_versions(session: Session, run_id: UUID, tenant: str | None) -> tuple[int, int]:
+    """The run's version and its job's, or :class:`NotFound` (``tenant``'s runs only).
+
+    The engine bumps a run's version in every transaction that changes the run or its
+    task runs (``scheduler.engine.writer``), and nothing else writes what a run's
+    representation shows; the job's version covers its tasks' bindings. So a reader
+    that saw these two numbers has seen that run, and one query answers "changed?".
+    """
+    row = session.execute(
+        select(Run.version, Job.version, Job.tenant).join(Job, Job.id == Run.job_id)
+        .where(Run.id == run_id)
+    ).one_or_none()
+    if row is None or (tenant is not None and row[2] != tenant):
+        raise NotFound("run", run_id)
+    return int(row[0]), int(row[1])
+
+
 def require_run(session: Session, run_id: UUID) -> Run:
     """The run, or :class:`NotFound` naming its id."""
     run = session.get(Run, run_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import zlib
 from typing import Annotated, Any, Literal, get_args
 from uuid import UUID
 
@@ -25,7 +26,13 @@ from scheduler.engine.commands import RunAction, TaskAction
 from scheduler.services.access import Scope
 from scheduler.services.pages import CURSOR_PATTERN
 from scheduler.services.run_lists import RunFilter, list_all_runs
-from scheduler.services.run_queries import find_task_run, get_run, journal, task_logs
+from scheduler.services.run_queries import (
+    find_task_run,
+    get_run,
+    journal,
+    run_versions,
+    task_logs,
+)
 from scheduler.services.tenancy import visible_run
 
 router = APIRouter(prefix="/runs", tags=["runs"])
@@ -60,13 +67,49 @@ def list_(
         for item in page.items], next_cursor=page.next_cursor)
 
 
-@router.get("/{run_id}", dependencies=[Depends(scope("job.read"))])
+@router.get(
+    "/{run_id}", response_model=RunPublic, dependencies=[Depends(scope("job.read"))],
+    responses={304: {"description": "Unchanged since the `ETag` sent in `If-None-Match`."}},
+)
 def read(
-    run_id: UUID, session: SessionDep, principal: PrincipalDep, resources: ResourcesDep
-) -> RunPublic:
-    """The run with its state, progress and tasks; a READY task says what it waits for."""
-    visible_run(session, run_id, principal.tenant)
-    return RunPublic.of_detail(get_run(session, run_id), resources.served_types())
+    run_id: UUID, session: SessionDep, principal: PrincipalDep, resources: ResourcesDep,
+    if_none_match: Annotated[str | None, Header(
+        description="The `ETag` of the last read: 304 if the run has not changed since.",
+    )] = None,
+) -> Response | RunPublic:
+    """The run with its state, progress and tasks; a READY task says what it waits for.
+
+    Pollers send the last `ETag` back in `If-None-Match`: an unchanged run is a 304,
+    answered from two version numbers without reading or serializing its tasks.
+    """
+    served = resources.served_types()
+    # The versions are read before the run: a change committed in between makes the
+    # body newer than its tag (the next poll reads again), never the reverse.
+    tag = run_etag(*run_versions(session, run_id, principal.tenant), served)
+    # no-cache: a browser keeps the body but asks again every time (the UI's fetches).
+    headers = {"ETag": tag, "Cache-Control": "no-cache"}
+    if if_none_match is not None and tag in _tags(if_none_match):
+        return Response(status_code=304, headers=headers)
+    body = RunPublic.of_detail(get_run(session, run_id), served)
+    return Response(body.model_dump_json(by_alias=True), media_type="application/json",
+                    headers=headers)
+
+
+def run_etag(run_version: int, job_version: int, served: frozenset[str] | None) -> str:
+    """A weak tag of what a run read shows.
+
+    The versions, and the live workers' types: a READY task says when no live worker
+    serves its type.
+    """
+    types = "\0".join(sorted(served or ()))
+    workers = "-" if served is None else f"{zlib.crc32(types.encode()):x}"
+    return f'W/"{run_version}.{job_version}.{workers}"'
+
+
+def _tags(if_none_match: str) -> set[str]:
+    """The tags of an ``If-None-Match`` header (``*`` matches any existing run)."""
+    tags = {tag.strip() for tag in if_none_match.split(",")}
+    return tags | ({"*"} if "*" in tags else set())
 
 
 @router.get("/{run_id}/journal", dependencies=[Depends(scope("job.read"))])

@@ -109,3 +109,44 @@ def test_logs_of_an_unknown_task_name_the_task(client: TestClient, job: dict[str
     assert response.status_code == 404
     assert "'ghost'" in response.json()["detail"]
     assert str(uuid.UUID(job["run_id"])) in response.json()["detail"]
+
+
+def test_an_unchanged_run_is_a_304_and_a_changed_one_is_read_again(
+    client: TestClient, job: dict[str, Any],
+) -> None:
+    """Issue 18: pollers send the ETag back; the cancel below goes through the engine's
+    writer, as every change of a run does, and so moves the tag."""
+    url = f"/api/v1/runs/{job['run_id']}"
+    first = client.get(url)
+    tag = first.headers["etag"]
+
+    unchanged = client.get(url, headers={"If-None-Match": tag})
+    assert (unchanged.status_code, unchanged.content) == (304, b"")
+    assert unchanged.headers["etag"] == tag
+    assert client.get(url, headers={"If-None-Match": f'W/"0.0.0", {tag}'}).status_code == 304
+    assert client.post(f"{url}/cancel").status_code == 200
+
+    changed = client.get(url, headers={"If-None-Match": tag})
+    assert changed.status_code == 200
+    assert changed.headers["etag"] != tag
+    assert changed.json()["state"] == "CANCELED"
+    assert changed.json() == {**first.json(), **{k: changed.json()[k] for k in (
+        "state", "finished_at", "progress", "tasks")}}
+
+
+def test_a_conditional_read_of_another_tenant_s_run_is_still_a_404(
+    client: TestClient, job: dict[str, Any],
+) -> None:
+    tenant = f"tenant-{uuid.uuid4().hex[:8]}"
+    token = client.post("/api/v1/tokens", json={
+        "name": tenant, "scopes": ["job"], "tenant": tenant}).json()
+    url = f"/api/v1/runs/{job['run_id']}"
+    tag = client.get(url).headers["etag"]
+    try:
+        foreign = client.get(url, headers={"Authorization": f"Bearer {token['token']}",
+                                           "If-None-Match": tag})
+        assert foreign.status_code == 404, foreign.text
+        assert client.get(f"/api/v1/runs/{uuid.uuid4()}",
+                          headers={"If-None-Match": "*"}).status_code == 404
+    finally:
+        client.delete(f"/api/v1/tokens/{token['id']}")
