@@ -30,7 +30,7 @@ from redis.client import Pipeline
 
 from common.messaging.claims import claim, hand_back
 from common.messaging.epoch import current_epoch
-from common.messaging.keys import CLAIM_TTL, claim_key
+from common.messaging.keys import CLAIM_TTL, FINISHED_CLAIM_TTL, claim_key
 from common.messaging.messages import RESULTS_QUEUE, TaskDispatch
 from common.messaging.publisher import Outgoing, Publisher
 
@@ -68,6 +68,15 @@ def acknowledge_on(pipe: Pipeline, committed: Mapping[str, Sequence[str]]) -> No
     for worker, message_ids in committed.items():
         pipe.sadd(acks_key(worker), *message_ids)
         pipe.expire(acks_key(worker), ACK_TTL)
+
+
+def shorten_claims_on(pipe: Pipeline, finished: Iterable[str]) -> None:
+    """Shorten the claims of attempts whose end is committed to :data:`FINISHED_CLAIM_TTL`.
+
+    ``finished`` holds their idempotency keys; a claim already gone stays gone.
+    """
+    for key in finished:
+        pipe.expire(claim_key(key), FINISHED_CLAIM_TTL)
 
 
 @dataclass

@@ -10,6 +10,11 @@ from datetime import timedelta
 
 # Longer than any broker redelivery of one message, shorter than forever.
 CLAIM_TTL = timedelta(days=1)
+# Once the engine has committed an attempt's end, its claim only has to outlast a late
+# second delivery of the same dispatch (an outbox row re-sent after a crash, a queue
+# restored from Redis's append-only file): minutes. A day of claims at 10,000 attempts
+# a second was ~130 GB of Redis (docs/operations.md, "Capacity").
+FINISHED_CLAIM_TTL = timedelta(hours=1)
 
 
 def claim_key(idempotency_key: str) -> str:

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from common.domain.machine import Refused
 from common.domain.states import RUN_TERMINAL, TaskState
-from common.messaging.holdings import acknowledge_on, is_outcome
+from common.messaging.holdings import acknowledge_on, is_outcome, shorten_claims_on
 from common.messaging.messages import Activation, TaskResult
 from common.messaging.publisher import Outgoing
 from common.persistence.outbox import OutboxRelay, forget_published
@@ -51,6 +51,8 @@ class BatchOutcome:
     outcomes: dict[str, list[str]] = field(default_factory=dict)
     # What the batch sends once committed: its outbox rows' messages, in order.
     messages: list[Outgoing] = field(default_factory=list)
+    # Attempts (idempotency keys) a worker reported finished: their claims are shortened.
+    finished: list[str] = field(default_factory=list)
 
 
 class BatchApplier:
@@ -85,6 +87,7 @@ class BatchApplier:
         """
         self._relay.push(pipe, outcome.messages)
         acknowledge_on(pipe, outcome.outcomes)
+        shorten_claims_on(pipe, outcome.finished)
 
     def sent(self, outcome: BatchOutcome) -> None:
         """The batch's messages are out: their rows go in the next transaction."""
@@ -117,7 +120,8 @@ class BatchApplier:
         self._keep(records.values())
         _trace(records.values(), todo, started_ns)
         return BatchOutcome(len(todo), len(batch) - len(todo), written.outbox_ids,
-                            written.stops, _outcomes(batch), written.messages)
+                            written.stops, _outcomes(batch), written.messages,
+                            _finished(batch))
 
     def flush(self) -> None:
         """Delete the rows of what was published last; called when the queues are idle."""
@@ -171,6 +175,13 @@ def _trace(runs: Iterable[RunRecord], todo: Sequence[Incoming], started_ns: int)
             "stellwerk.run_id": str(run.id), "stellwerk.job": run.job.name,
             "stellwerk.messages": messages[run.id], "stellwerk.run.state": run.snapshot.state,
         })
+
+
+def _finished(batch: Sequence[Incoming]) -> list[str]:
+    """The attempts the batch's ``finished`` results end (a detached one runs on)."""
+    return [f"{m.body.task_run_id}:{m.body.attempt}" for m in batch
+            if isinstance(m.body, TaskResult) and m.body.kind == "finished"
+            and not m.body.detached]
 
 
 def _outcomes(batch: Sequence[Incoming]) -> dict[str, list[str]]:
