@@ -83,6 +83,6 @@ def test_the_engines_row_update_of_every_column_prepares(
     columns = update.columns()
     types = tuple(update.sql_type(c) for c in columns)
     with psycopg.connect(database_url, autocommit=True) as conn:
-        statement = update_statement(table, columns, types).as_string(conn)
+        statement = update_statement(table, columns, types).decode()
         conn.execute(f"PREPARE checked AS {numbered(statement)}".encode())
         conn.execute("DEALLOCATE checked")
