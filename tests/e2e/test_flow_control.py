@@ -75,13 +75,14 @@ def test_a_key_with_limit_two_never_has_more_than_two_active_across_three_jobs(
 def test_a_rate_of_ten_per_five_seconds_is_kept(
     api: httpx.Client, second_engine_and_worker: None,
 ) -> None:
-    """Counted by the workers' start times, which trail the admissions by a few ms:
-    no window a little shorter than the rate's holds more than its limit."""
+    """Counted by the workers' start times, which trail the admissions by a few ms, and
+    on a busy CI machine now and then by hundreds: no window a second shorter than the
+    rate's holds more than its limit (with no rate, all 25 start within one)."""
     job = submit(api, fan("rated", 25, rate={"key": key(), "limit": 10, "per": 5}))
     run = wait_run(api, job["run_id"], timeout_s=120)
     assert run["state"] == "COMPLETED"
     times = starts(run)
-    window = 4.5
+    window = 4.0
     busiest = max(sum(1 for t in times if 0 <= (t - first).total_seconds() < window)
                   for first in times)
     assert busiest == 10
