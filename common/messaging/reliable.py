@@ -85,6 +85,9 @@ class BatchReader:
         self._take = client.register_script(_TAKE)
         self._alive_until = 0.0
         self._next_recovery = 0.0
+        # Whether the last take found its queues empty and had to wait: the reader keeps
+        # up with its producers. False: messages were queued, it is behind them.
+        self.waited = False
 
     def take(self, limit: int, block_s: float) -> list[bytes]:
         """Up to ``limit`` messages; waits up to ``block_s`` on the last queue if all are empty.
@@ -96,8 +99,10 @@ class BatchReader:
         taken by the next call, which does not wait.
         """
         self.heartbeat()
+        self.waited = False
         if taken := self.take_more(limit):
             return taken
+        self.waited = True
         first = self._client.brpoplpush(self._queues[-1], self._processing, block_s)
         if first is None:
             return self.take_more(limit)

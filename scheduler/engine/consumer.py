@@ -173,19 +173,19 @@ class EngineConsumer:
                         "by another engine once this one's liveness key has expired")
 
     def _take(self) -> list[bytes]:
-        """A batch; when the engine is busy, a small batch waits a moment to grow.
+        """A batch; when the engine is behind, a small batch waits a moment to grow.
 
-        Each batch costs a transaction whatever its size, so while the engine cannot
-        keep up, a few milliseconds of waiting buy far more throughput than they cost
-        latency. Below that load nothing waits: a cron fire or a chain's next step is
-        applied at once. A message that arrives while the engine idles is applied at
-        once too.
+        Each batch costs a transaction whatever its size, so while messages queue up
+        faster than the engine applies them, a few milliseconds of waiting buy far more
+        than they cost. It waits only when messages were already queued as it asked
+        and it has been busy most of the last second: a message that finds the engine
+        waiting for it (a chain's next step, a lone cron fire) is applied at once.
         """
         raws = self._reader.take(self._batch_size, IDLE_WAIT_S)
-        if not raws:
-            return raws
-        busy = self._load.ratio() >= LINGER_WHEN_BUSY
-        if busy and len(raws) < self._batch_size // 4 and self._linger_s:
+        if raws and self._linger_s and lingers(
+            waited=self._reader.waited, busy=self._load.ratio(), taken=len(raws),
+            batch_size=self._batch_size,
+        ):
             self.stopping.wait(self._linger_s)
             raws += self._reader.take_more(self._batch_size - len(raws))
         return raws
@@ -270,6 +270,16 @@ class OutageHooks:
     ) -> None:
         self.after_redis_outage = after_redis_outage
         self.ping_database = ping_database
+
+
+def lingers(*, waited: bool, busy: float, taken: int, batch_size: int) -> bool:
+    """Whether a batch of ``taken`` messages waits to grow before it is applied.
+
+    Only while the engine is behind: its messages were queued when it asked (it did
+    not wait for them), it was busy at least :data:`LINGER_WHEN_BUSY` of the last
+    second (``busy``), and the batch is small.
+    """
+    return not waited and busy >= LINGER_WHEN_BUSY and taken < batch_size // 4
 
 
 def _decode(raw: bytes) -> Incoming | None:

@@ -60,3 +60,14 @@ def test_the_batch_of_a_dead_reader_is_recovered_by_another(client: redis.Redis)
     assert survivor.recover_orphans() == 2
     assert numbers(survivor.take(10, 0.01)) == [1, 2]
     survivor.ack()
+
+
+def test_a_take_says_whether_it_had_to_wait_for_its_messages(client: redis.Redis) -> None:
+    """The engine waits for a batch to grow only when it did not (``waited`` False)."""
+    reader = BatchReader(client, QUEUES, owner="t-waited")
+    publish(client, "test.first", 1)
+    assert numbers(reader.take(10, 0.01)) == [1]
+    assert reader.waited is False
+    reader.ack()
+    assert reader.take(10, 0.01) == []
+    assert reader.waited is True
