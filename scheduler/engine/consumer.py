@@ -42,6 +42,9 @@ STATS_EVERY_S = 10.0
 # Small batches wait for more only while the engine was busy at least this share of
 # the last second: then it is the bottleneck, and batch size is its throughput.
 LINGER_WHEN_BUSY = 0.5
+# ... and only batches this small: a few cron fires or chain steps. A worker's results
+# come in bundles of up to 32, and waiting to grow those slowed a fan-out down.
+LINGER_BELOW = 16
 SLOW_BATCH_S = 0.1  # a batch this slow is logged: lock waits, a server in trouble
 
 
@@ -277,9 +280,9 @@ def lingers(*, waited: bool, busy: float, taken: int, batch_size: int) -> bool:
 
     Only while the engine is behind: its messages were queued when it asked (it did
     not wait for them), it was busy at least :data:`LINGER_WHEN_BUSY` of the last
-    second (``busy``), and the batch is small.
+    second (``busy``), and the batch is smaller than :data:`LINGER_BELOW`.
     """
-    return not waited and busy >= LINGER_WHEN_BUSY and taken < batch_size // 4
+    return not waited and busy >= LINGER_WHEN_BUSY and taken < min(LINGER_BELOW, batch_size)
 
 
 def _decode(raw: bytes) -> Incoming | None:

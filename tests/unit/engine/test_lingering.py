@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.engine.consumer import LINGER_WHEN_BUSY, lingers
+from scheduler.engine.consumer import LINGER_BELOW, LINGER_WHEN_BUSY, lingers
 
 BATCH = 500
 
@@ -15,8 +15,8 @@ BATCH = 500
     ("a chain's next step, the engine waiting for it", True, 0.9, 1, False),
     ("queued, but the engine mostly idle", False, LINGER_WHEN_BUSY / 2, 2, False),
     ("busy exactly at the threshold", False, LINGER_WHEN_BUSY, 2, True),
-    ("a batch big enough already", False, 0.9, BATCH // 4, False),
-    ("one short of big enough", False, 0.9, BATCH // 4 - 1, True),
+    ("a bundle of results, big enough already", False, 0.9, LINGER_BELOW, False),
+    ("one short of big enough", False, 0.9, LINGER_BELOW - 1, True),
 ])
 def test_a_batch_waits_to_grow_only_while_the_engine_is_behind(
     case: str, waited: bool, busy: float, taken: int, expected: bool,
