@@ -38,6 +38,11 @@ logger = logging.getLogger(__name__)
 # attempts share the round trip of their outcomes, slow ones stay behind for the spill.
 MAX_CHUNK = 16
 FAST_CHUNK_S = 0.01
+# An attempt claimed longer ago than this is asked about before it begins: its worker
+# may have been stopped (SIGSTOP, a VM pause) past its liveness, and the attempt given
+# to another (the engine then sets its cancel flag). Far above a fast bundle's pace,
+# far below the 6 s after which a silent worker is judged lost.
+STALE_CLAIM_S = 2.0
 
 
 class _AttemptIds(BaseModel):
@@ -92,13 +97,34 @@ class Executor:
         allowed = self._holdings.claim(dispatches, worker)
         mine = [dispatch for dispatch, won in zip(dispatches, allowed, strict=True) if won]
         items = BundleItems(bundle.queue, mine, self._holdings, worker)
-        self._watchdog.schedule(time.monotonic() + self._spill_after_s, items, 0)
+        claimed_at = time.monotonic()
+        self._watchdog.schedule(claimed_at + self._spill_after_s, items, 0)
         size = 1
         while chunk := items.take(size):
             began = time.monotonic()
+            if began - claimed_at > STALE_CLAIM_S:
+                chunk = self._not_given_up(chunk)
             self._run_chunk(chunk, worker)
             fast = time.monotonic() - began < FAST_CHUNK_S
             size = min(2 * size, MAX_CHUNK) if fast else 1
+
+    def _not_given_up(self, dispatches: list[TaskDispatch]) -> list[TaskDispatch]:
+        """Those of ``dispatches`` whose cancel flag is not set (one Redis call).
+
+        The others were given to another worker while this one could not answer; they
+        are dropped here, still claimed, so that nobody runs them again.
+        """
+        flags = self._redis.mget([cancel_key(d.idempotency_key) for d in dispatches])
+        keep = []
+        for dispatch, flag in zip(dispatches, flags, strict=True):
+            if flag is None:
+                keep.append(dispatch)
+                continue
+            label = attempt_label(dispatch.run_id, dispatch.task, dispatch.attempt)
+            logger.warning("%s: given up while this worker could not answer; not begun",
+                           label)
+            self._holdings.release(dispatch.idempotency_key)
+        return keep
 
     def _run_chunk(self, dispatches: list[TaskDispatch], worker: str) -> None:
         """Run claimed attempts; send their outcomes in one call."""

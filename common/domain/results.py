@@ -98,6 +98,9 @@ def on_lease_expired(draft: Draft, event: ev.LeaseExpired) -> None:
     """
     if not _is_current(draft, event.task, event.attempt, frozenset({T.ACTIVE, T.READY})):
         return
+    # A worker judged lost may only have been stopped (SIGSTOP, a long pause): it is
+    # told to drop the attempt, running or not yet begun, when it comes back.
+    draft.effect(Stop(event.task, event.attempt))
     if draft.run_state == R.CANCEL_REQUESTED:
         draft.move(event.task, T.CANCELED, "lease expired while canceling")
     elif draft.run_state == R.PAUSE_REQUESTED:

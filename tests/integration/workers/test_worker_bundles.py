@@ -116,3 +116,28 @@ def test_a_bundle_claims_all_its_attempts_before_it_runs_the_first(
     assert claims == [b"w1"] * 3
     inbox.drain()
     assert [r.outcome for a in attempts for r in inbox.for_attempt(a)] == ["COMPLETED"] * 3
+
+
+def test_an_attempt_given_up_while_its_bundle_waited_is_not_begun(
+    worker_redis: redis.Redis, inbox: ResultInbox, make_dispatch: MakeDispatch,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker stopped (SIGSTOP) past its liveness finds, when it runs on, attempts of
+    its bundle that the engine gave to another worker and flagged cancelled: those are
+    not begun. Here the first attempt flags the second, and every chunk counts as late."""
+    monkeypatch.setattr("workers.executor.STALE_CLAIM_S", 0.0)
+    attempts = [make_dispatch("flagger", params={"n": n}) for n in range(3)]
+    registry = Registry()
+
+    @registry.processor("flagger")
+    def flagger(ctx: TaskContext) -> Completed:
+        if ctx.params["n"] == 0:
+            worker_redis.set(cancel_key(attempts[1].idempotency_key), "1", ex=60)
+        return Completed({"n": ctx.params["n"]})
+
+    executor = make_executor(registry, worker_redis, spill_after_ms=60_000)
+    executor.handle_bundle(bundle_of([a.model_dump(mode="json") for a in attempts],
+                                     "flagger"), worker="w1")
+    inbox.drain()
+    assert [len(inbox.for_attempt(a)) for a in attempts] == [1, 0, 1]
+    assert worker_redis.get(claim_key(attempts[1].idempotency_key)) == b"w1"  # still held

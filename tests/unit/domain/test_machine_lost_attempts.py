@@ -14,6 +14,7 @@ def test_a_ready_attempt_of_a_lost_claimant_is_requeued_once() -> None:
     step(run, ev.StartRun())
     lost = step(run, ev.LeaseExpired("a", 1))
     assert dispatched(lost) == ["a"] and run.tasks["a"].attempt == 2
+    assert Stop("a", 1) in lost.effects  # the claimant may only have been stopped
     assert step(run, ev.LeaseExpired("a", 1)).ignored  # a second signal: not current
 
 
