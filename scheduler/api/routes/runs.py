@@ -88,7 +88,7 @@ def read(
     tag = run_etag(*run_versions(session, run_id, principal.tenant), served)
     # no-cache: a browser keeps the body but asks again every time (the UI's fetches).
     headers = {"ETag": tag, "Cache-Control": "no-cache"}
-    if if_none_match is not None and tag in _tags(if_none_match):
+    if if_none_match is not None and _matches(if_none_match, tag):
         return Response(status_code=304, headers=headers)
     body = RunPublic.of_detail(get_run(session, run_id), served)
     return Response(body.model_dump_json(by_alias=True), media_type="application/json",
@@ -106,10 +106,13 @@ def run_etag(run_version: int, job_version: int, served: frozenset[str] | None) 
     return f'W/"{run_version}.{job_version}.{workers}"'
 
 
-def _tags(if_none_match: str) -> set[str]:
-    """The tags of an ``If-None-Match`` header (``*`` matches any existing run)."""
-    tags = {tag.strip() for tag in if_none_match.split(",")}
-    return tags | ({"*"} if "*" in tags else set())
+def _matches(if_none_match: str, tag: str) -> bool:
+    """Whether ``If-None-Match`` names ``tag`` or is ``*`` (any existing run).
+
+    Weak comparison (RFC 9110): a tag sent without its ``W/`` still matches.
+    """
+    sent = {t.strip().removeprefix("W/") for t in if_none_match.split(",")}
+    return "*" in sent or tag.removeprefix("W/") in sent
 
 
 @router.get("/{run_id}/journal", dependencies=[Depends(scope("job.read"))])
