@@ -130,12 +130,11 @@ def _lateness(conn: psycopg.Connection[Any], jobs: list[uuid.UUID],
     return [(float(r[0]), float(r[1])) for r in rows if r[0] is not None]
 
 
-def steady(conn: psycopg.Connection[Any], jobs: list[uuid.UUID], rate: float,
-           procs: Processes) -> tuple[list[float], dict[str, float], str]:
+def steady(conn: psycopg.Connection[Any], database_url: str, jobs: list[uuid.UUID],
+           rate: float, procs: Processes) -> tuple[list[float], dict[str, float], str]:
     """Lateness of one fire per job at ``rate`` per second, CPU ms per fire (each process's,
     and each component's when a component has several), and what the machine and
     PostgreSQL did meanwhile."""
-    database_url = conn.info.dsn
     start = datetime.now(UTC) + LEAD
     spread_fires(conn, jobs, start, rate)
     time.sleep(max(0.0, (start - datetime.now(UTC)).total_seconds()))  # idle until the first
@@ -247,14 +246,15 @@ def main() -> None:
         template = template_job(database_url)
         jobs = clone_jobs(conn, template, args.jobs - 1, "bench", None) + [template]
         start_stellwerk(procs, database_url, redis_url, engines=args.engines)
-        steady(conn, jobs, args.rate, procs)  # warm-up: caches, pools, prepared statements
+        # Warm-up: caches, pools, prepared statements.
+        steady(conn, database_url, jobs, args.rate, procs)
         settle(conn)
-        small = steady(conn, jobs, args.rate, procs)
+        small = steady(conn, database_url, jobs, args.rate, procs)
         next_year = datetime(datetime.now(UTC).year + 1, 1, 1, tzinfo=UTC)
         clone_jobs(conn, template, args.filler, "filler", next_year)
         settle(conn)
         total = len(jobs) + args.filler
-        large = steady(conn, jobs, args.rate, procs)
+        large = steady(conn, database_url, jobs, args.rate, procs)
         burst_s = burst(conn, jobs)
         throughput = task_throughput(database_url, redis_url)
         tick_ms = idle_tick_ms(procs)
