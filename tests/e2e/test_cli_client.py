@@ -149,3 +149,71 @@ def test_jobs_written_in_python_are_applied(
     assert f"{name} (pipelines:job): created" in applied.stdout
     tasks = {t["name"]: t for t in api.get(f"/jobs/{name}").json()["tasks"]}
     assert tasks["extract"]["next"] == ["load"] and tasks["load"]["retries"] == 1
+
+
+def test_a_runs_attempts_are_headed_and_a_task_of_a_failed_run_points_to_retry(
+    api: httpx.Client, system: System, tmp_path: Path,
+) -> None:
+    """Issue 17: ``logs`` heads each attempt (stderr); a refusal says what to do instead."""
+    marker = tmp_path / "tried"
+    flaky = (f"import os,sys; p={str(marker)!r}; ok=os.path.exists(p); open(p,'a').close(); "
+             "print('try', 2 if ok else 1); sys.exit(0 if ok else 1)")
+    job = submit(api, {"name": f"cli-attempts-{uuid.uuid4().hex[:6]}", "tasks": [
+        {"name": "flaky", "type": "shell", "params": {"argv": [sys.executable, "-c", flaky]},
+         "retries": 1, "retry_backoff": 0.2},
+    ]})
+    assert wait_run(api, job["run_id"])["state"] == "COMPLETED"
+    printed = cli(system, "logs", job["run_id"], "flaky")
+    assert printed.returncode == 0, printed.stderr
+    assert printed.stdout == "try 1\ntry 2\n"  # the log as the task wrote it
+    assert "--- attempt 1 ---" in printed.stderr and "--- attempt 2 ---" in printed.stderr
+
+    failed = submit(api, {"name": f"cli-failed-{uuid.uuid4().hex[:6]}", "tasks": [
+        {"name": "bad", "type": "shell", "params": {"argv": [sys.executable, "-c", "exit(3)"]}},
+    ]})
+    assert wait_run(api, failed["run_id"])["state"] == "FAILED"
+    alone = cli(system, "retry", failed["run_id"], "--task", "bad")
+    assert alone.returncode == 1 and "409" in alone.stderr
+    assert "stellwerk retry RUN" in alone.stderr, alone.stderr
+
+
+def test_fire_times_tokens_subscriptions_and_narrow_tables(
+    api: httpx.Client, system: System,
+) -> None:
+    """Issue 17's read and admin commands on a running system, a cron job named by name."""
+    name = f"nightly-{uuid.uuid4().hex[:6]}"
+    submit(api, {"name": name, "draft": True, "tasks": [{"name": "t", "type": "noop"}],
+                 "schedule": {"cron": "30 2 * * *", "timezone": "Europe/Berlin"}})
+    times = cli(system, "fire-times", name, "--count", "3")
+    assert times.returncode == 0, times.stderr
+    assert "02:30:00 CE" in times.stdout  # in the job's zone (CET or CEST) ...
+    assert ("01:30:00" in times.stdout) or ("00:30:00" in times.stdout)  # ... UTC beside
+
+    made = api.post("/tokens", json={"name": f"ci-{name}", "scopes": ["job.read"]})
+    assert made.status_code == 201, made.text
+    token = made.json()
+    listed = cli(system, "token", "list")
+    assert listed.returncode == 0 and token["id"] in listed.stdout
+    assert token["token"] not in listed.stdout  # never shown again
+    revoked = cli(system, "token", "revoke", token["id"])
+    assert revoked.returncode == 0, revoked.stderr
+    refused = httpx.get(f"{system.base}/jobs",
+                        headers={"Authorization": f"Bearer {token['token']}"})
+    assert refused.status_code == 401
+
+    subscribed = cli(system, "subscription", "create", "--event", "run.*",
+                     "--celery-task", "ops.on_run", "--job", name)
+    assert subscribed.returncode == 0, subscribed.stderr
+    subscription = subscribed.stdout.split()[1]  # "subscription ID created"
+    mine = [s for s in json.loads(cli(system, "subscription", "list", "--json").stdout)["data"]
+            if s["id"] == subscription]
+    assert mine and mine[0]["selector"]["job_id"] == api.get(f"/jobs/{name}").json()["id"]
+    assert subscription in cli(system, "subscription", "list").stdout
+    assert cli(system, "subscription", "delete", subscription).returncode == 0
+    assert subscription not in cli(system, "subscription", "list").stdout
+
+    narrow = subprocess.run(command(system, "jobs"), env={**system.env, "COLUMNS": "40"},
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert narrow.returncode == 0, narrow.stderr
+    assert max(len(line) for line in narrow.stdout.splitlines()) <= 40
+    assert "left out" in " ".join(narrow.stdout.split()) and "--json" in narrow.stdout
