@@ -49,9 +49,13 @@ def fire_times(
     if as_json:
         print_json(answer)
         return
-    zone = str(answer.get("timezone") or "UTC")
     console = Console()
-    console.print(f"{answer.get('cron') or 'no cron schedule'} ({zone})", soft_wrap=True)
+    if not answer.get("cron"):
+        console.print(f"{job} has no cron schedule: it runs when submitted, at its date, "
+                      "or with `stellwerk run-now`", soft_wrap=True)
+        return
+    zone = str(answer.get("timezone") or "UTC")
+    console.print(f"{answer['cron']} ({zone})", soft_wrap=True)
     table = FittedTable((zone, "UTC"))
     for at in answer.get("fire_times") or []:
         table.add_row(*local_and_utc(str(at), zone))

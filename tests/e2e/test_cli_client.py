@@ -188,6 +188,11 @@ def test_fire_times_tokens_subscriptions_and_narrow_tables(
     assert times.returncode == 0, times.stderr
     assert "02:30:00 CE" in times.stdout  # in the job's zone (CET or CEST) ...
     assert ("01:30:00" in times.stdout) or ("00:30:00" in times.stdout)  # ... UTC beside
+    once = submit(api, {"name": f"once-{name}", "draft": True,
+                        "tasks": [{"name": "t", "type": "noop"}]})
+    unscheduled = cli(system, "fire-times", once["id"])
+    assert unscheduled.returncode == 0, unscheduled.stderr
+    assert "has no cron schedule" in unscheduled.stdout and "UTC" not in unscheduled.stdout
 
     made = api.post("/tokens", json={"name": f"ci-{name}", "scopes": ["job.read"]})
     assert made.status_code == 201, made.text
