@@ -323,6 +323,44 @@ TAKE_FLOW_SLOTS = (
     "DELETE FROM flow_waiters WHERE task_run_id = ANY(%b::uuid[])"
 )
 
+# ---- Limits on a type or tenant count what already runs: scheduler.services.flow_limits,
+# scheduler.beat.flow ----
+
+# Attempts in flight (READY and not held, or ACTIVE) of the limited type or tenant take a
+# slot of its key, as if admitted under it: the limit counts them from its first second.
+# A dispatched READY attempt has a claim check, an ACTIVE one a deadline: their partial
+# indexes find the attempts in flight without reading the finished ones.
+_IN_FLIGHT_OF_JOBS = (
+    "SELECT %(key)s, t.id, t.attempt, j.tenant, %(now)s FROM task_runs AS t "
+    "JOIN tasks AS d ON d.id = t.task_id JOIN runs AS r ON r.id = t.run_id "
+    "JOIN jobs AS j ON j.id = r.job_id "
+    "WHERE (t.claim_check_at IS NOT NULL OR t.deadline_at IS NOT NULL) "
+    "AND t.state IN ('READY', 'ACTIVE') AND t.waiting_for IS NULL "
+)
+ADOPT_TYPE_SLOTS = (
+    "INSERT INTO flow_slots (key, task_run_id, attempt, tenant, at) " + _IN_FLIGHT_OF_JOBS
+    + "AND coalesce(nullif(d.binding ->> 'engine', ''), d.type) = %(name)s "
+    "ON CONFLICT DO NOTHING"
+)
+ADOPT_TENANT_SLOTS = (
+    "INSERT INTO flow_slots (key, task_run_id, attempt, tenant, at) " + _IN_FLIGHT_OF_JOBS
+    + "AND j.tenant = %(name)s ON CONFLICT DO NOTHING"
+)
+
+# Type and tenant limits set or changed since a time: the beat adopts for them again
+# while the engines' caches of the limits (a second old at most) catch up.
+RECENTLY_LIMITED = (
+    "SELECT key FROM flow_limits WHERE updated_at > %s AND \"limit\" IS NOT NULL "
+    "AND (starts_with(key, 'type:') OR starts_with(key, 'tenant:'))"
+)
+
+# ... and the slots of those keys whose attempts left flight meanwhile: an engine whose
+# cache did not know the limit yet ended them without a release.
+RELEASE_LEFT_SLOTS = (
+    "DELETE FROM flow_slots AS s USING task_runs AS t WHERE t.id = s.task_run_id "
+    "AND s.key = ANY(%s) AND (t.state NOT IN ('READY', 'ACTIVE') OR t.attempt <> s.attempt)"
+)
+
 # The keys anything waits for, one index probe per key (the beat asks every second; a
 # DISTINCT would read every waiter).
 WAITING_FLOW_KEYS = (

@@ -4,23 +4,39 @@ The engine admits waiters when slots are released in its own transactions; what 
 release announces is the beat's: a rate's window moving on, a limit raised or removed,
 a run deleted with the slots it held, an engine that died between a release and the
 admission it would have made. The duty also forgets starts older than any window.
+
+For a few seconds after a limit on a type or tenant is set, it also has that limit's
+attempts in flight take their slots again (``flow_limits.adopt_in_flight``): an engine
+whose cache of the limits was up to a second old dispatched some without one, and
+ended some without a release, whose slots it frees.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
+from psycopg import Connection
 from sqlalchemy.orm import Session
 
 from common.domain.flow_spec import LONGEST_WINDOW
 from common.messaging.signals import activation
 from common.persistence.db import driver
 from common.persistence.outbox import enqueue
-from common.persistence.queries import PRUNE_FLOW_STARTS, WAITING_FLOW_KEYS
-from scheduler.services.flow_admission import OperatorLimits, admit_waiting
+from common.persistence.queries import (
+    PRUNE_FLOW_STARTS,
+    RECENTLY_LIMITED,
+    RELEASE_LEFT_SLOTS,
+    WAITING_FLOW_KEYS,
+)
+from scheduler.services.flow_admission import LIMITS_TTL, OperatorLimits, admit_waiting
+from scheduler.services.flow_limits import adopt_in_flight
 
 PRUNE_EVERY = timedelta(minutes=1)
+# How long after a type's or tenant's limit changed its attempts are adopted again: a
+# few times the age of an engine's cache of the limits.
+ADOPT_FOR = 5 * LIMITS_TTL
 
 
 @dataclass
@@ -36,6 +52,7 @@ class AdmitWaiting:
         if self._pruned_at is None or now - self._pruned_at >= PRUNE_EVERY:
             conn.execute(PRUNE_FLOW_STARTS, (now - LONGEST_WINDOW,))
             self._pruned_at = now
+        _adopt_for_new_limits(conn, now)
         keys = [row[0] for row in conn.execute(WAITING_FLOW_KEYS)]
         if not keys:
             return []
@@ -43,3 +60,13 @@ class AdmitWaiting:
         admission.take.write(conn)
         return enqueue(session, [activation(a.run_id, "redeliver", a.task, a.attempt)
                                  for a in admission.admitted])
+
+
+def _adopt_for_new_limits(conn: Connection[Any], now: datetime) -> None:
+    """Slots for what limits set in the last seconds count, none for what ended since."""
+    keys = [row[0] for row in conn.execute(RECENTLY_LIMITED, (now - ADOPT_FOR,))]
+    if not keys:
+        return
+    conn.execute(RELEASE_LEFT_SLOTS, (keys,))
+    for key in keys:
+        adopt_in_flight(conn, key, now)

@@ -41,14 +41,13 @@ from scheduler.engine.changes import ChangeSet
 from scheduler.engine.loading import RunRecord
 from scheduler.services.flow_admission import (
     AT_LEAST,
+    LIMITS_TTL,
     PER_TENANT,
     KeyNeed,
     OperatorLimits,
     Waiter,
     admit_waiting,
 )
-
-LIMITS_TTL = timedelta(seconds=1)
 
 
 @dataclass

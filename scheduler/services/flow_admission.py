@@ -19,7 +19,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg import Connection, Cursor
@@ -43,6 +43,9 @@ from common.persistence.queries import (
 # at as many as it could admit (what it released and what it holds), and a few more.
 PER_TENANT = 256
 AT_LEAST = 8
+# How old a process's copy of the operators' limits may be (``FlowGate.limits``): a
+# change takes effect within it.
+LIMITS_TTL = timedelta(seconds=1)
 
 
 @dataclass(frozen=True)
@@ -231,6 +234,7 @@ def _decide(
                   keys=tuple(n.key for n in needs[tid]))
         for tid, row in waiters.items() if all(n.key in usable for n in needs[tid])
     ]
+    limits = _known_to_bound(conn, limits, needs)
     room = _room(conn, read, needs, limits, now)
     scope = ",".join(read.locked)
     decided = admit(candidates, {k: max(0, r.free) for k, r in room.items()},
@@ -266,6 +270,21 @@ class _Room:
         if self.per_s is not None:
             return f"rate {name} {self.limit}/{self.per_s:g}s"
         return f"concurrency {name} {self.used}/{self.limit}"
+
+
+def _known_to_bound(
+    conn: Connection[Any], limits: OperatorLimits, needs: Mapping[uuid.UUID, list[KeyNeed]],
+) -> OperatorLimits:
+    """``limits``, read again if a waiter needs a key nobody here knows a bound for.
+
+    Such a waiter was held by a process that knew an operator's limit on the key (only
+    operators limit types and tenants); this one's copy is older. Admitting it as
+    unlimited would run past the limit for up to a second; reading the small table once
+    more settles it (after a ``limit delete``, to admit it).
+    """
+    unbounded = any(n.limit is None and n.key not in limits.limits
+                    for ns in needs.values() for n in ns)
+    return OperatorLimits.read(conn) if unbounded else limits
 
 
 def _windows(known: Iterable[KeyNeed], limits: OperatorLimits) -> set[tuple[str, float]]:

@@ -2,20 +2,26 @@
 
 A limit is a row of ``flow_limits``; engines read them at most a second old, so a
 change takes effect within a second. Usage is read from the slots and waits, the record
-the engines keep.
+the engines keep. A limit on a type or tenant counts what already runs: its attempts in
+flight take a slot of the key when it is set (:func:`adopt_in_flight`), and again from
+the beat while the engines' caches catch up.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
+from psycopg import Connection
 from sqlalchemy import delete, func, select
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from common.domain.flow_spec import KEY, RATE, TENANT, TYPE
+from common.persistence.db import driver
 from common.persistence.models import FlowLimit, FlowSlot, FlowWaiter
+from common.persistence.queries import ADOPT_TENANT_SLOTS, ADOPT_TYPE_SLOTS
 from scheduler.services.errors import InvalidInput, NotFound
 
 PREFIXES = (TYPE, TENANT, KEY, RATE)
@@ -63,6 +69,21 @@ def set_limit(
     values = {"limit": limit, "per_s": per_s, "weight": weight, "updated_at": now}
     session.execute(insert(FlowLimit).values(key=key, **values)
                     .on_conflict_do_update(index_elements=[FlowLimit.key], set_=values))
+    if limit is not None:
+        adopt_in_flight(driver(session), key, now)
+
+
+def adopt_in_flight(conn: Connection[Any], key: str, now: datetime) -> None:
+    """The attempts in flight of a limited type or tenant take a slot of its key.
+
+    They were dispatched before the limit, so they hold none; without one the limit
+    would count only what starts after it (``limit set type:render 10`` with 50 running
+    would let 10 more start). Their ends release it as any slot. Other keys: nothing
+    (a task's own keys are taken when it is admitted; a rate counts starts).
+    """
+    for prefix, statement in ((TYPE, ADOPT_TYPE_SLOTS), (TENANT, ADOPT_TENANT_SLOTS)):
+        if key.startswith(prefix):
+            conn.execute(statement, {"key": key, "name": key.removeprefix(prefix), "now": now})
 
 
 def delete_limit(session: Session, key: str) -> None:

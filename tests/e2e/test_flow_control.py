@@ -149,6 +149,39 @@ def test_limits_are_set_and_listed_from_the_cli_and_a_held_task_says_why(
     assert wait_run(api, job["run_id"], timeout_s=60)["state"] == "COMPLETED"
 
 
+def test_a_limit_set_on_a_tenant_counts_what_already_runs(
+    api: httpx.Client, system: System, second_engine_and_worker: None,
+) -> None:
+    """``limit set tenant:T 2`` while 3 of T's tasks run: the next waits until only one does.
+
+    Without adoption the running three hold no slot of the new key and the next task
+    would start at once (3 + 1 running under a limit of 2).
+    """
+    tenant = f"adopt-{uuid.uuid4().hex[:6]}"
+    name = f"tenant:{tenant}"
+    first = submit(api, {**fan("running", 3, "sleep", params={"seconds": 4}), "tenant": tenant})
+    wait_run_until(api, first["run_id"], lambda r: all(t["state"] == "ACTIVE"
+                                                        for t in r["tasks"]))
+    assert cli(system, "limit", "set", name, "2").returncode == 0
+    try:
+        listed = api.get("/limits").json()["data"]
+        assert {"key": name, "active": 3}.items() <= next(
+            row for row in listed if row["key"] == name).items()
+        time.sleep(1.1)  # engines read limits at most a second old
+        later = submit(api, {**fan("later", 1), "tenant": tenant})
+        held = wait_run_until(api, later["run_id"], lambda r: bool(r["tasks"][0].get(
+            "waiting_for")))
+        assert held["tasks"][0]["waiting_for"] == f"concurrency {name} 3/2"
+        done = wait_run(api, first["run_id"])
+        assert wait_run(api, later["run_id"])["state"] == "COMPLETED"
+    finally:
+        assert cli(system, "limit", "delete", name).returncode == 0
+    ends = sorted(datetime.fromisoformat(t["finished_at"]) for t in done["tasks"])
+    started = datetime.fromisoformat(api.get(f"/runs/{later['run_id']}").json()
+                                     ["tasks"][0]["started_at"])
+    assert started >= ends[1], "it started while two of the three still ran"
+
+
 def wait_started(api: httpx.Client, run_id: str, timeout_s: float = 30) -> None:
     wait_run_until(api, run_id, lambda run: any(t.get("started_at") for t in run["tasks"]),
                    timeout_s=timeout_s)

@@ -21,11 +21,14 @@ from common.messaging.publisher import Publisher
 from common.persistence.db import make_engine, make_sessions
 from common.persistence.models import FlowLimit, OutboxMessage, TaskRun
 from common.persistence.outbox import OutboxRelay
+from scheduler.beat.flow import AdmitWaiting
 from scheduler.engine.batch import BatchApplier
 from scheduler.engine.flow_gate import FlowGate
 from scheduler.engine.incoming import Incoming
 from scheduler.engine.loading import RunLoader
 from scheduler.engine.structure import StructureCache
+from scheduler.services.flow_admission import OperatorLimits
+from scheduler.services.flow_limits import set_limit
 from scheduler.services.jobs import create_job
 
 
@@ -36,13 +39,13 @@ def now() -> datetime:
 class Engine:
     """One batch applier with its own pool and caches, as an engine process has."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, flow: FlowGate | None = None) -> None:
         database_url, redis_url = settings.require_urls()
         self.sessions: sessionmaker[Session] = make_sessions(make_engine(database_url))
         relay = OutboxRelay(self.sessions, Publisher(redis.Redis.from_url(redis_url)))
         self.applier = BatchApplier(self.sessions, RunLoader(StructureCache()), relay,
                                     settings.lease_ttl, clock=now,
-                                    flow=FlowGate(clock=lambda: 0.0))
+                                    flow=flow or FlowGate(clock=lambda: 0.0))
 
     def submit(self, spec: dict[str, Any]) -> uuid.UUID:
         """A job of the spec, named apart from every other test's; its run's id."""
@@ -182,3 +185,60 @@ def test_priority_decides_which_waiter_goes_first(quiet_settings: Settings) -> N
     engine.start(high)
     engine.finish(busy, "t0")
     assert engine.redeliveries([low, high]) == [(str(high), "t0")]
+
+
+def stale_engine(settings: Settings, **limits: tuple[int, float | None]) -> Engine:
+    """An engine whose copy of the operators' limits is ``limits``, never read again: one
+    whose copy was read just before a limit was set."""
+    frozen = FlowGate(clock=lambda: 0.0, _limits=OperatorLimits(
+        {key.replace("__", ":"): bound for key, bound in limits.items()}), _read_at=0.0)
+    return Engine(settings, frozen)
+
+
+def limited_type(engine: Engine, running: int, limit: int) -> tuple[str, uuid.UUID]:
+    """A fresh type with ``running`` attempts dispatched, then limited to ``limit``."""
+    kind = f"render{uuid.uuid4().hex[:8]}"
+    run_id = engine.submit({"name": "early", "tasks": [
+        {"name": f"t{i}", "type": kind} for i in range(running)]})
+    engine.start(run_id)
+    assert set(engine.states([run_id]).values()) == {None}  # no limit yet: all go
+    with engine.sessions.begin() as session:
+        set_limit(session, f"type:{kind}", limit=limit, per_s=None, weight=None, now=now())
+    return f"type:{kind}", run_id
+
+
+def test_a_type_limit_counts_attempts_dispatched_before_it(quiet_settings: Settings) -> None:
+    """Set while 3 run: they take its slots; one ended by an engine that did not know the
+    limit yet is freed by the beat's next pass; the held attempt goes when room is made."""
+    stale = stale_engine(quiet_settings)
+    key, early = limited_type(stale, running=3, limit=2)
+    assert stale.usage(key) == 3
+    fresh = Engine(quiet_settings)
+    later = fresh.submit({"name": "later", "tasks": [
+        {"name": "t0", "type": key.removeprefix("type:")}]})
+    fresh.start(later)
+    assert fresh.states([later]) == {(later, "t0"): f"concurrency {key} 3/2"}
+    stale.finish(early, "t0")  # no limit in its copy: no release
+    assert stale.usage(key) == 3
+    with stale.sessions.begin() as session:
+        AdmitWaiting()(session, now())
+    assert stale.usage(key) == 2 and not stale.redeliveries([later])  # 2 of 2: still full
+    fresh.finish(early, "t1")
+    assert fresh.redeliveries([later]) == [(str(later), "t0")]
+    assert fresh.usage(key) == 2  # t2 and the admitted one
+
+
+def test_an_engine_that_does_not_know_a_new_limit_yet_admits_nothing_past_it(
+    quiet_settings: Settings,
+) -> None:
+    """Its release of a slot of the key makes it admit that key's waiters: as unlimited,
+    had it not read the limits again on meeting a key it knew no bound for."""
+    stale = stale_engine(quiet_settings, type__unrelated=(5, None))  # it releases slots
+    key, early = limited_type(stale, running=3, limit=1)
+    fresh = Engine(quiet_settings)
+    later = fresh.submit({"name": "later", "tasks": [
+        {"name": "t0", "type": key.removeprefix("type:")}]})
+    fresh.start(later)
+    assert fresh.states([later]) == {(later, "t0"): f"concurrency {key} 3/1"}
+    stale.finish(early, "t0")
+    assert stale.usage(key) == 2 and not stale.redeliveries([later])
