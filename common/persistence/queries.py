@@ -347,15 +347,16 @@ ADOPT_TENANT_SLOTS = (
     + "AND j.tenant = %(name)s ON CONFLICT DO NOTHING"
 )
 
-# Type and tenant limits set or changed since a time: the beat adopts for them again
-# while the engines' caches of the limits (a second old at most) catch up.
+# Type and tenant limits set or changed since a time, and when: the beat adopts for them
+# again while the engines' caches of the limits (a second old at most) catch up.
 RECENTLY_LIMITED = (
-    "SELECT key FROM flow_limits WHERE updated_at > %s AND \"limit\" IS NOT NULL "
+    "SELECT key, updated_at FROM flow_limits WHERE updated_at > %s AND \"limit\" IS NOT NULL "
     "AND (starts_with(key, 'type:') OR starts_with(key, 'tenant:'))"
 )
 
 # ... and the slots of those keys whose attempts left flight meanwhile: an engine whose
-# cache did not know the limit yet ended them without a release.
+# cache did not know the limit yet ended them without a release, or one ended while an
+# adoption that had read it in flight was committing.
 RELEASE_LEFT_SLOTS = (
     "DELETE FROM flow_slots AS s USING task_runs AS t WHERE t.id = s.task_run_id "
     "AND s.key = ANY(%s) AND (t.state NOT IN ('READY', 'ACTIVE') OR t.attempt <> s.attempt)"

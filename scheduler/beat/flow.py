@@ -7,8 +7,11 @@ admission it would have made. The duty also forgets starts older than any window
 
 For a few seconds after a limit on a type or tenant is set, it also has that limit's
 attempts in flight take their slots again (``flow_limits.adopt_in_flight``): an engine
-whose cache of the limits was up to a second old dispatched some without one, and
-ended some without a release, whose slots it frees.
+whose cache of the limits was up to a second old dispatched some without one. For a few
+seconds more it frees the key's slots whose attempts have ended: such an engine ended
+some without a release, and an attempt that ended while an adoption that had read it in
+flight was committing keeps the slot it took (row locks would prevent that, at the risk
+of deadlocks with the engines: the tick holds the rows its other duties claimed).
 """
 
 from __future__ import annotations
@@ -34,9 +37,11 @@ from scheduler.services.flow_admission import LIMITS_TTL, OperatorLimits, admit_
 from scheduler.services.flow_limits import adopt_in_flight
 
 PRUNE_EVERY = timedelta(minutes=1)
-# How long after a type's or tenant's limit changed its attempts are adopted again: a
-# few times the age of an engine's cache of the limits.
+# How long after a type's or tenant's limit changed its attempts are adopted again (a
+# few times the age of an engine's cache of the limits), and its ended attempts' slots
+# freed (longer: the last adoption's leftovers too).
 ADOPT_FOR = 5 * LIMITS_TTL
+REPAIR_FOR = 2 * ADOPT_FOR
 
 
 @dataclass
@@ -64,9 +69,10 @@ class AdmitWaiting:
 
 def _adopt_for_new_limits(conn: Connection[Any], now: datetime) -> None:
     """Slots for what limits set in the last seconds count, none for what ended since."""
-    keys = [row[0] for row in conn.execute(RECENTLY_LIMITED, (now - ADOPT_FOR,))]
-    if not keys:
+    changed = conn.execute(RECENTLY_LIMITED, (now - REPAIR_FOR,)).fetchall()
+    if not changed:
         return
-    conn.execute(RELEASE_LEFT_SLOTS, (keys,))
-    for key in keys:
-        adopt_in_flight(conn, key, now)
+    conn.execute(RELEASE_LEFT_SLOTS, ([key for key, _ in changed],))
+    for key, updated_at in changed:
+        if updated_at > now - ADOPT_FOR:
+            adopt_in_flight(conn, key, now)
