@@ -423,7 +423,10 @@ WATCH_DUE = text(
     "EXISTS (SELECT 1 FROM task_runs WHERE deadline_at <= :now) AS attempt_timeouts, "
     "EXISTS (SELECT 1 FROM runs WHERE suspend_due_at <= :now) AS suspend, "
     "EXISTS (SELECT 1 FROM runs WHERE resume_due_at <= :now) AS resume, "
-    "EXISTS (SELECT 1 FROM runs WHERE late_at <= :now) AS late"
+    "EXISTS (SELECT 1 FROM runs WHERE late_at <= :now) AS late, "
+    "EXISTS (SELECT 1 FROM flow_limits WHERE updated_at > :limits_since "
+    "  AND \"limit\" IS NOT NULL "
+    "  AND (starts_with(key, 'type:') OR starts_with(key, 'tenant:'))) AS new_limits"
 )
 
 CAPPED_DUE_RUNS = text(

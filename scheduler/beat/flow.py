@@ -18,9 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
 
-from psycopg import Connection
 from sqlalchemy.orm import Session
 
 from common.domain.flow_spec import LONGEST_WINDOW
@@ -57,7 +55,6 @@ class AdmitWaiting:
         if self._pruned_at is None or now - self._pruned_at >= PRUNE_EVERY:
             conn.execute(PRUNE_FLOW_STARTS, (now - LONGEST_WINDOW,))
             self._pruned_at = now
-        _adopt_for_new_limits(conn, now)
         keys = [row[0] for row in conn.execute(WAITING_FLOW_KEYS)]
         if not keys:
             return []
@@ -67,12 +64,17 @@ class AdmitWaiting:
                                  for a in admission.admitted])
 
 
-def _adopt_for_new_limits(conn: Connection[Any], now: datetime) -> None:
-    """Slots for what limits set in the last seconds count, none for what ended since."""
+def adopt_for_new_limits(session: Session, now: datetime) -> list[int]:
+    """A watch duty: slots for what limits set in the last seconds count, none for ends.
+
+    It runs when ``WATCH_DUE`` says a type's or tenant's limit changed lately, before
+    :class:`AdmitWaiting` (which then sees the slots). It sends nothing.
+    """
+    conn = driver(session)
     changed = conn.execute(RECENTLY_LIMITED, (now - REPAIR_FOR,)).fetchall()
-    if not changed:
-        return
-    conn.execute(RELEASE_LEFT_SLOTS, ([key for key, _ in changed],))
+    if changed:
+        conn.execute(RELEASE_LEFT_SLOTS, ([key for key, _ in changed],))
     for key, updated_at in changed:
         if updated_at > now - ADOPT_FOR:
             adopt_in_flight(conn, key, now)
+    return []

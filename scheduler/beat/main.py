@@ -18,7 +18,7 @@ from common.persistence.db import make_engine, make_sessions
 from common.persistence.outbox import OutboxRelay
 from scheduler.beat import duties, lateness, suspension
 from scheduler.beat.attempts import ExpiredLeases, LostClaims
-from scheduler.beat.flow import AdmitWaiting
+from scheduler.beat.flow import AdmitWaiting, adopt_for_new_limits
 from scheduler.beat.retention import Retention
 from scheduler.beat.ticker import Chore, Duty, Ticker, WhenDue
 from scheduler.service import configure_logging, run_until_signalled
@@ -60,6 +60,7 @@ def watch_duties(client: redis.Redis, settings: Settings) -> list[Duty]:
         WhenDue("suspend", suspension.suspend_due_runs),
         WhenDue("resume", suspension.resume_due_runs),
         WhenDue("late", lateness.announce_late_runs),
+        WhenDue("new_limits", adopt_for_new_limits),
         AdmitWaiting(),
     ]
 

@@ -32,7 +32,7 @@ from common.persistence.models import OutboxMessage
 from common.persistence.outbox import OutboxRelay
 from common.persistence.queries import FIRING_DUE, WATCH_DUE
 from common.unreachable import database_unreachable, outage_wait
-from scheduler.beat import crons, duties, timers
+from scheduler.beat import crons, duties, flow, timers
 from scheduler.beat.handoff import Handoff
 
 log = logging.getLogger(__name__)
@@ -168,7 +168,8 @@ class Ticker:
         As for firing, one query says which duties of a row's time have work.
         """
         due = session.execute(
-            WATCH_DUE, {"now": now, "grace_over": now - self._cancel_grace}).one()._mapping
+            WATCH_DUE, {"now": now, "grace_over": now - self._cancel_grace,
+                        "limits_since": now - flow.REPAIR_FOR}).one()._mapping
         ids = []
         for duty in self._watch:
             if not isinstance(duty, WhenDue) or due[duty.flag]:

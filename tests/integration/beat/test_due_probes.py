@@ -17,10 +17,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from common.domain.spec import JobSpec
 from common.messaging.publisher import Publisher
-from common.persistence.models import Job, OutboxMessage, Run, TaskRun
+from common.persistence.models import FlowLimit, Job, OutboxMessage, Run, TaskRun
 from common.persistence.outbox import OutboxRelay
 from common.persistence.queries import FIRING_DUE, WATCH_DUE
-from scheduler.beat import duties, lateness, suspension, timers
+from scheduler.beat import duties, flow, lateness, suspension, timers
 from scheduler.beat.ticker import STEPS_PER_TICK, Duty, Ticker
 from scheduler.services.jobs import create_job
 
@@ -31,7 +31,8 @@ PAST = NOW - timedelta(seconds=1)
 
 def flags(session: Session) -> dict[str, bool]:
     firing = session.execute(FIRING_DUE, {"horizon": NOW}).one()._mapping
-    watch = session.execute(WATCH_DUE, {"now": NOW, "grace_over": NOW - GRACE}).one()._mapping
+    watch = session.execute(WATCH_DUE, {"now": NOW, "grace_over": NOW - GRACE,
+                                        "limits_since": NOW - flow.REPAIR_FOR}).one()._mapping
     return {**firing, **watch}
 
 
@@ -88,6 +89,23 @@ def test_a_cron_due_and_a_buffered_fire_set_their_flags(sessions: sessionmaker[S
     with sessions.begin() as session:
         assert flags(session)["crons"]
         session.execute(delete(Job).where(Job.id == job_id))
+
+
+def test_a_type_or_tenant_limit_set_lately_sets_its_flag(
+    sessions: sessionmaker[Session],
+) -> None:
+    """Only a type's or tenant's limit set within ``REPAIR_FOR`` (what may run unslotted)."""
+    name = uuid.uuid4().hex[:8]
+    rows = [FlowLimit(key=f"type:{name}", limit=1, updated_at=NOW),
+            FlowLimit(key=f"key:{name}", limit=1, updated_at=NOW),
+            FlowLimit(key=f"tenant:{name}", limit=1, updated_at=NOW - 2 * flow.REPAIR_FOR)]
+    for row in rows:
+        with sessions.begin() as session:
+            session.add(row)
+        with sessions() as session:
+            assert flags(session)["new_limits"] == row.key.startswith("type:"), row.key
+        with sessions.begin() as session:
+            session.execute(delete(FlowLimit).where(FlowLimit.key == row.key))
 
 
 def test_an_idle_step_opens_no_transaction_and_a_due_retry_is_fired_by_the_next(

@@ -21,7 +21,7 @@ from common.messaging.publisher import Publisher
 from common.persistence.db import make_engine, make_sessions
 from common.persistence.models import FlowLimit, OutboxMessage, TaskRun
 from common.persistence.outbox import OutboxRelay
-from scheduler.beat.flow import AdmitWaiting
+from scheduler.beat.flow import AdmitWaiting, adopt_for_new_limits
 from scheduler.engine.batch import BatchApplier
 from scheduler.engine.flow_gate import FlowGate
 from scheduler.engine.incoming import Incoming
@@ -220,7 +220,8 @@ def test_a_type_limit_counts_attempts_dispatched_before_it(quiet_settings: Setti
     assert fresh.states([later]) == {(later, "t0"): f"concurrency {key} 3/2"}
     stale.finish(early, "t0")  # no limit in its copy: no release
     assert stale.usage(key) == 3
-    with stale.sessions.begin() as session:
+    with stale.sessions.begin() as session:  # the beat's tick, as it runs its duties
+        adopt_for_new_limits(session, now())
         AdmitWaiting()(session, now())
     assert stale.usage(key) == 2 and not stale.redeliveries([later])  # 2 of 2: still full
     fresh.finish(early, "t1")
