@@ -129,17 +129,19 @@ def test_a_small_tenant_is_not_held_behind_a_big_ones_backlog(
 def test_limits_are_set_and_listed_from_the_cli_and_a_held_task_says_why(
     api: httpx.Client, system: System, second_engine_and_worker: None,
 ) -> None:
-    kind = "sleep"
-    name = f"type:{kind}"
+    # A tenant of its own: a limit counts what already runs, and a type's key would count
+    # what other tests left running of that type.
+    tenant = f"cli-{uuid.uuid4().hex[:6]}"
+    name = f"tenant:{tenant}"
     assert cli(system, "limit", "set", name, "1").returncode == 0
     try:
         time.sleep(1.1)  # engines read limits at most a second old
         # Each task holds the slot 5 s: `show` below must start (over a second on a small
         # machine) and read the run while the other task still waits for it.
-        job = submit(api, fan("typed", 2, kind, params={"seconds": 5}))
-        run = wait_run_until(api, job["run_id"], lambda r: any(
+        job = submit(api, {**fan("limited", 2, "sleep", params={"seconds": 5}),
+                           "tenant": tenant})
+        wait_run_until(api, job["run_id"], lambda r: r["state"] == "ACTIVE" and any(
             t.get("waiting_for") == f"concurrency {name} 1/1" for t in r["tasks"]))
-        assert run["state"] == "ACTIVE"
         shown = cli(system, "show", job["run_id"])
         assert f"concurrency {name} 1/1" in " ".join(shown.stdout.split()), shown.stdout
         listed = cli(system, "limit", "list")
