@@ -188,13 +188,9 @@ UPSERT_STORAGE = (
     "ON CONFLICT (job_id) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at"
 )
 
-# The last successful run of each job a batch completed a run of: one statement for them
-# all (a batch of cron fires completes a run of several jobs).
-RECORD_SUCCESSES = (
+RECORD_SUCCESS = (
     "INSERT INTO job_storage (last_success_start, last_success_finish, job_id, data, updated_at) "
-    "SELECT s, f, j, '{}', now() "
-    "FROM unnest(%b::timestamptz[], %b::timestamptz[], %b::uuid[]) AS u(s, f, j) "
-    "ON CONFLICT (job_id) DO UPDATE SET "
+    "VALUES (%s, %s, %s, '{}', now()) ON CONFLICT (job_id) DO UPDATE SET "
     "last_success_start = excluded.last_success_start, "
     "last_success_finish = excluded.last_success_finish"
 )

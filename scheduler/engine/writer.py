@@ -29,7 +29,7 @@ from common.persistence.queries import (
     INSERT_JOURNAL,
     INSERT_LOG,
     RECORD_NOTIFY_EVENTS,
-    RECORD_SUCCESSES,
+    RECORD_SUCCESS,
     UPSERT_STORAGE,
 )
 from scheduler.engine.changes import Rows
@@ -73,10 +73,8 @@ def write(
             cur.execute(INSERT_LOG, _columns_of(rows.logs))
         for job_id, data in rows.storage.items():
             cur.execute(UPSERT_STORAGE, (job_id, Jsonb(data), rows.now))
-        if rows.successes:
-            cur.execute(RECORD_SUCCESSES, [
-                [start for start, _ in rows.successes.values()],
-                [finish for _, finish in rows.successes.values()], list(rows.successes)])
+        for job_id, (start, finish) in rows.successes.items():
+            cur.execute(RECORD_SUCCESS, (start, finish, job_id))
         if rows.events:
             cur.execute(RECORD_NOTIFY_EVENTS, (events_json(rows.events),))
         rows.flow.write(cur)
