@@ -1,7 +1,7 @@
 """A batch that completes runs of several jobs records each job's last success.
 
-A batch of cron fires completes runs of many jobs (the ``LAST_SUCCESS_*`` their next
-runs come from these). Real PostgreSQL and Redis, the batch applier driven by hand.
+A batch of cron fires completes runs of many jobs; their next runs' ``LAST_SUCCESS_*``
+come from what it records. Real PostgreSQL and Redis, the batch applier driven by hand.
 """
 
 from __future__ import annotations
