@@ -347,20 +347,27 @@ ADOPT_TENANT_SLOTS = (
     + "AND j.tenant = %(name)s ON CONFLICT DO NOTHING"
 )
 
-# Type and tenant limits set or changed since a time, and when: the beat adopts for them
-# again while the engines' caches of the limits (a second old at most) catch up.
-RECENTLY_LIMITED = (
-    "SELECT key, updated_at FROM flow_limits WHERE updated_at > %s AND \"limit\" IS NOT NULL "
+# The limits that count what already runs (a type's or a tenant's number, not a rate),
+# and when each was set: filtered by time here and in ``WATCH_DUE``'s probe of them.
+_ADOPTING_LIMITS = (
+    "SELECT key, updated_at FROM flow_limits WHERE \"limit\" IS NOT NULL "
     "AND (starts_with(key, 'type:') OR starts_with(key, 'tenant:'))"
 )
 
-# ... and the slots of those keys whose attempts left flight meanwhile: an engine whose
-# cache did not know the limit yet ended them without a release, or one ended while an
-# adoption that had read it in flight was committing.
-RELEASE_LEFT_SLOTS = (
+# Type and tenant limits set or changed since a time, and when: the beat adopts for them
+# again while the engines' caches of the limits (a second old at most) catch up.
+RECENTLY_LIMITED = _ADOPTING_LIMITS + " AND updated_at > %s"
+
+# Slots of attempts no longer in flight (READY or ACTIVE), or of an earlier attempt.
+_SLOTS_OUT_OF_FLIGHT = (
     "DELETE FROM flow_slots AS s USING task_runs AS t WHERE t.id = s.task_run_id "
-    "AND s.key = ANY(%s) AND (t.state NOT IN ('READY', 'ACTIVE') OR t.attempt <> s.attempt)"
+    "AND (t.state NOT IN ('READY', 'ACTIVE') OR t.attempt <> s.attempt)"
 )
+
+# ... and those of the recently limited keys: an engine whose cache did not know the
+# limit yet ended them without a release, or one ended while an adoption that had read
+# it in flight was committing.
+RELEASE_LEFT_SLOTS = _SLOTS_OUT_OF_FLIGHT + " AND s.key = ANY(%s)"
 
 # The keys anything waits for, one index probe per key (the beat asks every second; a
 # DISTINCT would read every waiter).
@@ -379,10 +386,7 @@ PRUNE_FLOW_STARTS = "DELETE FROM flow_starts WHERE at < %s"
 
 # Slots of attempts no longer in flight (READY or ACTIVE), waits of attempts no longer
 # READY: what a bug or a manual change could leave; every end releases its own.
-REPAIR_FLOW_SLOTS = (
-    "DELETE FROM flow_slots AS s USING task_runs AS t WHERE t.id = s.task_run_id "
-    "AND (t.state NOT IN ('READY', 'ACTIVE') OR t.attempt <> s.attempt)"
-)
+REPAIR_FLOW_SLOTS = _SLOTS_OUT_OF_FLIGHT
 
 REPAIR_FLOW_WAITERS = (
     "DELETE FROM flow_waiters AS w USING task_runs AS t WHERE t.id = w.task_run_id "
@@ -424,9 +428,7 @@ WATCH_DUE = text(
     "EXISTS (SELECT 1 FROM runs WHERE suspend_due_at <= :now) AS suspend, "
     "EXISTS (SELECT 1 FROM runs WHERE resume_due_at <= :now) AS resume, "
     "EXISTS (SELECT 1 FROM runs WHERE late_at <= :now) AS late, "
-    "EXISTS (SELECT 1 FROM flow_limits WHERE updated_at > :limits_since "
-    "  AND \"limit\" IS NOT NULL "
-    "  AND (starts_with(key, 'type:') OR starts_with(key, 'tenant:'))) AS new_limits"
+    "EXISTS (" + _ADOPTING_LIMITS + " AND updated_at > :limits_since) AS new_limits"
 )
 
 CAPPED_DUE_RUNS = text(

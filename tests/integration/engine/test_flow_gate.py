@@ -187,11 +187,12 @@ def test_priority_decides_which_waiter_goes_first(quiet_settings: Settings) -> N
     assert engine.redeliveries([low, high]) == [(str(high), "t0")]
 
 
-def stale_engine(settings: Settings, **limits: tuple[int, float | None]) -> Engine:
+def stale_engine(
+    settings: Settings, limits: dict[str, tuple[int, float | None]] | None = None,
+) -> Engine:
     """An engine whose copy of the operators' limits is ``limits``, never read again: one
     whose copy was read just before a limit was set."""
-    frozen = FlowGate(clock=lambda: 0.0, _limits=OperatorLimits(
-        {key.replace("__", ":"): bound for key, bound in limits.items()}), _read_at=0.0)
+    frozen = FlowGate(clock=lambda: 0.0, _limits=OperatorLimits(limits or {}), _read_at=0.0)
     return Engine(settings, frozen)
 
 
@@ -234,7 +235,7 @@ def test_an_engine_that_does_not_know_a_new_limit_yet_admits_nothing_past_it(
 ) -> None:
     """Its release of a slot of the key makes it admit that key's waiters: as unlimited,
     had it not read the limits again on meeting a key it knew no bound for."""
-    stale = stale_engine(quiet_settings, type__unrelated=(5, None))  # it releases slots
+    stale = stale_engine(quiet_settings, {"type:unrelated": (5, None)})  # it releases slots
     key, early = limited_type(stale, running=3, limit=1)
     fresh = Engine(quiet_settings)
     later = fresh.submit({"name": "later", "tasks": [
