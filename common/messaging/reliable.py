@@ -115,19 +115,32 @@ class BatchReader:
             return []
         return list(self._take(keys=[*self._queues, self._processing], args=[limit]))
 
-    def ack(self, first: Callable[[Pipeline], object] | None = None) -> None:
+    def ack(
+        self, first: Callable[[Pipeline], object] | None = None, *, take_next: int = 0,
+    ) -> list[bytes]:
         """Forget the batch taken last: its effects are committed.
 
         ``first`` adds the commands that must go out before (what the batch sends):
-        they and the acknowledgement take one round trip together.
+        they and the acknowledgement take one round trip together. With ``take_next``,
+        up to that many messages of the next batch are taken in the same round trip
+        and returned (as :meth:`take_more` would, without waiting): a busy engine saves
+        a round trip a batch.
         """
-        if first is None:
+        if first is None and not take_next:
             self._client.delete(self._processing)
-            return
+            return []
         with self._client.pipeline(transaction=False) as pipe:
-            first(pipe)
+            if first is not None:
+                first(pipe)
             pipe.delete(self._processing)
-            pipe.execute()
+            if take_next:
+                self._take(keys=[*self._queues, self._processing], args=[take_next],
+                           client=pipe)
+            replies = pipe.execute()
+        if not take_next:
+            return []
+        self.waited = False  # taken without waiting: they were queued
+        return list(replies[-1])
 
     def requeue(self) -> None:
         """Put the batch taken last back at the head of its queues, for a later try."""

@@ -116,6 +116,8 @@ class EngineConsumer:
         self.redis = Outage("Redis", log)
         self.database = Outage("PostgreSQL", log)
         self._requeue_owed = False  # a Redis call failed: the processing list goes back first
+        # The next batch, taken with the last one's acknowledgement (one round trip).
+        self._taken: list[bytes] = []
         self._relay_owed = False  # ... and what a failed publish left in the outbox goes out
 
     @property
@@ -131,7 +133,7 @@ class EngineConsumer:
             except Exception as error:
                 if not self._counted_as_outage(error):
                     raise
-        if self._requeue_owed:
+        if self._requeue_owed or self._taken:  # taken and not applied: back to the queues
             self._requeue_at_stop()
 
     def _turn(self) -> None:
@@ -150,6 +152,7 @@ class EngineConsumer:
         if self._requeue_owed:
             self._reader.requeue()
             self._requeue_owed = False
+            self._taken = []
         if self._relay_owed:
             self._hooks.after_redis_outage()
             self._relay_owed = False
@@ -184,7 +187,11 @@ class EngineConsumer:
         and it has been busy most of the last second: a message that finds the engine
         waiting for it (a chain's next step, a lone cron fire) is applied at once.
         """
-        raws = self._reader.take(self._batch_size, IDLE_WAIT_S)
+        raws, self._taken = self._taken, []
+        if raws:
+            self._reader.heartbeat()
+        else:
+            raws = self._reader.take(self._batch_size, IDLE_WAIT_S)
         if raws and self._linger_s and lingers(
             waited=self._reader.waited, busy=self._load.ratio(), taken=len(raws),
             batch_size=self._batch_size,
@@ -221,8 +228,10 @@ class EngineConsumer:
         if outcome is None:  # stopped while PostgreSQL was down: the batch goes back
             self._requeue_owed = True
             return
-        # One round trip: the batch's messages, its outcomes acknowledged, the batch acked.
-        self._reader.ack(first=lambda pipe: self._applier.send(pipe, outcome))
+        # One round trip: the batch's messages, its outcomes acknowledged, the batch acked,
+        # and the next batch taken.
+        self._taken = self._reader.ack(first=lambda pipe: self._applier.send(pipe, outcome),
+                                       take_next=self._batch_size)
         self._applier.sent(outcome)
         self._account(outcome, len(raws), started)
 

@@ -71,3 +71,19 @@ def test_a_take_says_whether_it_had_to_wait_for_its_messages(client: redis.Redis
     reader.ack()
     assert reader.take(10, 0.01) == []
     assert reader.waited is True
+
+
+def test_an_ack_can_take_the_next_batch_in_the_same_round_trip(client: redis.Redis) -> None:
+    """What the ack takes is in the processing list: a failure or a stop requeues it."""
+    publish(client, "test.second", 10)
+    publish(client, "test.first", 1, 2, 3)
+    reader = BatchReader(client, QUEUES, owner="t-ack-take")
+    assert numbers(reader.take(2, 0.01)) == [1, 2]
+    sent: list[str] = []
+    taken = reader.ack(first=lambda pipe: sent.append("before"), take_next=5)
+    assert numbers(taken) == [3, 10] and sent == ["before"]
+    assert reader.waited is False
+    reader.requeue()  # the batch taken by the ack, not the one acknowledged
+    assert numbers(reader.take(10, 0.01)) == [3, 10]
+    assert reader.ack(take_next=5) == []
+    assert reader.take(10, 0.01) == []
