@@ -70,13 +70,19 @@ def acknowledge_on(pipe: Pipeline, committed: Mapping[str, Sequence[str]]) -> No
         pipe.expire(acks_key(worker), ACK_TTL)
 
 
-def shorten_claims_on(pipe: Pipeline, finished: Iterable[str]) -> None:
+# One command for a batch's claims: an EXPIRE each cost the engine ~10 µs of packing and
+# parsing, 25 a batch at a concurrency limit of 50.
+_SHORTEN = "for _, key in ipairs(KEYS) do redis.call('EXPIRE', key, ARGV[1]) end"
+
+
+def shorten_claims_on(pipe: Pipeline, finished: Sequence[str]) -> None:
     """Shorten the claims of attempts whose end is committed to :data:`FINISHED_CLAIM_TTL`.
 
     ``finished`` holds their idempotency keys; a claim already gone stays gone.
     """
-    for key in finished:
-        pipe.expire(claim_key(key), FINISHED_CLAIM_TTL)
+    if finished:
+        keys = [claim_key(key) for key in finished]
+        pipe.eval(_SHORTEN, len(keys), *keys, int(FINISHED_CLAIM_TTL.total_seconds()))
 
 
 @dataclass

@@ -8,7 +8,6 @@ pipeline mode, all writes of a batch go to the server together.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import uuid
 from collections import defaultdict
@@ -131,8 +130,8 @@ def _write_updates(
 
 def _write_runs(cur: Any, runs: list[RunRecord], rows: Rows) -> None:
     """Every locked run gets its version bumped (the snapshot caches key on it)."""
-    touched = {run.id: dataclasses.replace(rows.runs.get(run.id, UNCHANGED_RUN),
-                                           updated_at=rows.now) for run in runs}
+    stamp = {"updated_at": rows.now}
+    touched = {run.id: rows.runs.get(run.id, UNCHANGED_RUN).with_columns(stamp) for run in runs}
     _write_updates(cur, "runs", touched, "version = t.version + 1")
     for run in runs:
         run.version += 1
