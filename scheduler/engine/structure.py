@@ -91,17 +91,24 @@ class StructureCache:
 
 
 def load_structures(conn: PgConnection[Any], job_ids: list[uuid.UUID]) -> list[JobStructure]:
-    """Read jobs, their tasks and edges: three queries whatever the number of jobs."""
+    """Read jobs, their tasks and edges: three queries in one round trip.
+
+    Whatever the number of jobs: each fire of a cron job the engine has not seen yet
+    (a new engine, or a job's new version) asks for its structure.
+    """
     if not job_ids:
         return []
+    with conn.pipeline():
+        task_rows = conn.execute(LOAD_TASKS, (job_ids,))
+        edge_rows = conn.execute(LOAD_EDGES, (job_ids,))
+        job_rows = conn.execute(LOAD_JOBS, (job_ids,))
     tasks: dict[uuid.UUID, list[TaskDef]] = {job_id: [] for job_id in job_ids}
-    for row in conn.execute(LOAD_TASKS, (job_ids,)):
+    for row in task_rows.fetchall():
         tasks[row[0]].append(_task_def(row[1:]))
     edges: dict[uuid.UUID, list[tuple[uuid.UUID, uuid.UUID]]] = {}
-    for job_id, from_task, to_task in conn.execute(LOAD_EDGES, (job_ids,)):
+    for job_id, from_task, to_task in edge_rows.fetchall():
         edges.setdefault(job_id, []).append((from_task, to_task))
-    return [_structure(row, tasks[row[0]], edges.get(row[0], []))
-            for row in conn.execute(LOAD_JOBS, (job_ids,))]
+    return [_structure(row, tasks[row[0]], edges.get(row[0], [])) for row in job_rows.fetchall()]
 
 
 def _structure(
