@@ -110,6 +110,26 @@ LOAD_TASKS = ("SELECT job_id, id, name, type, params, secure_params, timeout_s, 
 
 LOAD_EDGES = "SELECT job_id, from_task, to_task FROM task_edges WHERE job_id = ANY(%s)"
 
+# ---- Showing one job (the API's reads): scheduler.services.job_queries.read_job ----
+
+# The job, its first run, its latest run and its storage; then its tasks in position
+# order with their successors' names in theirs. One pipelined round trip for both.
+READ_JOB = (
+    "SELECT j.*, (SELECT f.id FROM runs AS f WHERE f.job_id = j.id AND f.number = 1) "
+    "  AS first_run_id, l.id AS latest_id, l.number AS latest_number, "
+    "  l.state AS latest_state, l.started_at AS latest_started_at, "
+    "  l.finished_at AS latest_finished_at, s.data AS storage "
+    "FROM jobs AS j LEFT JOIN LATERAL (SELECT id, number, state, started_at, finished_at "
+    "  FROM runs WHERE job_id = j.id ORDER BY number DESC LIMIT 1) AS l ON true "
+    "LEFT JOIN job_storage AS s ON s.job_id = j.id WHERE j.id = %s"
+)
+
+READ_JOB_TASKS = (
+    "SELECT t.*, ARRAY(SELECT n.name FROM task_edges AS e JOIN tasks AS n ON n.id = e.to_task "
+    "  WHERE e.from_task = t.id ORDER BY n.position) AS successors "
+    "FROM tasks AS t WHERE t.job_id = %s ORDER BY t.position"
+)
+
 
 # ---- Retention: common.persistence.retention ----
 

@@ -39,7 +39,13 @@ from scheduler.services.egress_checks import check_job
 from scheduler.services.errors import InvalidInput
 from scheduler.services.job_apply import apply_job
 from scheduler.services.job_lifecycle import commit_job, delete_job
-from scheduler.services.job_queries import JobFilter, JobStateName, get_job, list_jobs
+from scheduler.services.job_queries import (
+    JobFilter,
+    JobStateName,
+    get_job,
+    list_jobs,
+    read_job,
+)
 from scheduler.services.job_update import update_job
 from scheduler.services.jobs import create_job
 from scheduler.services.pages import CURSOR_PATTERN
@@ -99,7 +105,7 @@ def create(
     created = create_job(session, spec, now, resources.secrets)
     session.commit()
     resources.relay_now(created.outbox_ids)
-    return JobPublic.of_detail(get_job(session, created.job_id), resources.served_types())
+    return JobPublic.of_detail(read_job(session, created.job_id), resources.served_types())
 
 
 @router.get("", dependencies=[Depends(scope("job.read"))])
@@ -117,7 +123,7 @@ def read(
 ) -> JobPublic:
     """One job with its tasks and storage."""
     visible_job(session, job_id, principal.tenant)
-    return JobPublic.of_detail(get_job(session, job_id), resources.served_types())
+    return JobPublic.of_detail(read_job(session, job_id), resources.served_types())
 
 
 @router.post("/{job_id}/runs", status_code=201, dependencies=[Depends(scope("job"))])
