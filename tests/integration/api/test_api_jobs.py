@@ -226,3 +226,32 @@ def test_a_jobs_runs_page_newest_first(client: TestClient, job_body: JobBody) ->
     assert rest["next_cursor"] is None
     assert first_page["data"][0]["progress"] == {"WAITING": 3}
 
+
+
+def test_a_job_read_for_showing_is_the_job_the_orm_reads(
+    client: TestClient, job_body: JobBody, sessions: sessionmaker[Session],
+) -> None:
+    """``read_job`` (plain SQL, the reads) and ``get_job`` (the ORM, the writes) agree.
+
+    On a job with a fan-out and a join, two runs, storage and a cron schedule.
+    """
+    from scheduler.api.schemas import JobPublic
+    from scheduler.services.job_queries import get_job, read_job
+
+    body = job_body(schedule={"cron": "*/5 * * * *"}, tasks=[
+        {"name": "a", "type": "noop", "next": ["c", "b"]},
+        {"name": "b", "type": "noop", "next": ["d"]},
+        {"name": "c", "type": "noop", "next": ["d"], "priority": 9},
+        {"name": "d", "type": "noop"},
+    ])
+    job_id = client.post(JOBS, json=body).json()["id"]
+    for _ in range(2):
+        assert client.post(f"{JOBS}/{job_id}/runs").status_code == 201
+    with sessions.begin() as session:
+        session.get_one(JobStorage, uuid.UUID(job_id)).data = {"cursor": 42}
+    with sessions() as session:
+        shown = JobPublic.of_detail(read_job(session, uuid.UUID(job_id)))
+        stored = JobPublic.of_detail(get_job(session, uuid.UUID(job_id)))
+    assert shown.model_dump() == stored.model_dump()
+    assert (shown.latest_run is not None and shown.latest_run.number == 2
+            and shown.storage == {"cursor": 42} and shown.tasks[0].next == ["b", "c"])
