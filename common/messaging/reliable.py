@@ -82,6 +82,7 @@ class BatchReader:
         self._queues = list(queues)
         self._owner = owner
         self._processing = PROCESSING.format(owner=owner)
+        self._take_keys = [*self._queues, self._processing]  # the take script's KEYS
         self._take = client.register_script(_TAKE)
         self._alive_until = 0.0
         self._next_recovery = 0.0
@@ -113,7 +114,7 @@ class BatchReader:
         """Up to ``limit`` messages (into the current batch), without waiting."""
         if limit <= 0:
             return []
-        return list(self._take(keys=[*self._queues, self._processing], args=[limit]))
+        return list(self._take(keys=self._take_keys, args=[limit]))
 
     def ack(
         self, first: Callable[[Pipeline], object] | None = None, *, take_next: int = 0,
@@ -134,8 +135,7 @@ class BatchReader:
                 first(pipe)
             pipe.delete(self._processing)
             if take_next:
-                self._take(keys=[*self._queues, self._processing], args=[take_next],
-                           client=pipe)
+                self._take(keys=self._take_keys, args=[take_next], client=pipe)
             replies = pipe.execute()
         if not take_next:
             return []

@@ -227,7 +227,6 @@ def test_a_jobs_runs_page_newest_first(client: TestClient, job_body: JobBody) ->
     assert first_page["data"][0]["progress"] == {"WAITING": 3}
 
 
-
 def test_a_job_read_for_showing_is_the_job_the_orm_reads(
     client: TestClient, job_body: JobBody, sessions: sessionmaker[Session],
 ) -> None:
