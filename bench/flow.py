@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.harness import percentile, servers, wait_for  # noqa: E402
+from bench.pg_activity import server_cpu_s  # noqa: E402
 from bench.processes import Processes, start_stellwerk  # noqa: E402
 from common.domain.spec import JobSpec  # noqa: E402
 from common.messaging.publisher import Publisher  # noqa: E402
@@ -103,24 +104,36 @@ class Bench:
 
 @dataclass(frozen=True)
 class FanOut:
-    """One fan-out run: tasks/s, the engine's CPU ms a task, how busy the machine was."""
+    """One fan-out run: tasks/s, CPU ms a task of each process, how busy the machine was."""
 
     rate: float
-    engine_ms: float
+    cpu_ms: dict[str, float]
     busy: float
+
+    @property
+    def engine_ms(self) -> float:
+        return self.cpu_ms["engine"]
+
+    def machine_ms(self) -> float:
+        """CPU ms a task of all the processes measured together."""
+        return sum(self.cpu_ms.values())
+
+    def shares(self) -> str:
+        return ", ".join(f"{name} {ms:.2f}" for name, ms in self.cpu_ms.items())
 
 
 def fan_out(bench: Bench, procs: Processes, spec: JobSpec) -> FanOut:
     """Run one fan-out job from its submit to its end, on fresh planner statistics."""
     n = len(spec.tasks)
     bench.analyze()
-    before = procs.cpu_seconds()["engine"]
+    before = {**procs.cpu_seconds(), **server_cpu_s()}
     machine = psutil.cpu_times()
     start = time.perf_counter()
     bench.wait(bench.submit(spec), 1800)
     elapsed = time.perf_counter() - start
-    return FanOut(n / elapsed, 1000 * (procs.cpu_seconds()["engine"] - before) / n,
-                  busy_since(machine))
+    after = {**procs.cpu_seconds(), **server_cpu_s()}
+    return FanOut(n / elapsed, {name: 1000 * (after[name] - before[name]) / n
+                                for name in before}, busy_since(machine))
 
 
 def busy_since(before: Any) -> float:
@@ -174,6 +187,8 @@ def main() -> None:
             limited = fan_out(bench, procs, fan_spec(
                 args.tasks, concurrency=[{"key": key, "limit": args.limit}]))
             ratios.append(limited.rate / free.rate)
+            print(f"  CPU ms a task: no limit {free.shares()} (sum {free.machine_ms():.2f}); "
+                  f"limit {limited.shares()} (sum {limited.machine_ms():.2f})")
             print(f"pair {pair + 1}: no limit {free.rate:.0f} tasks/s (engine "
                   f"{free.engine_ms:.2f} ms CPU a task, machine {free.busy:.0f}% busy), "
                   f"limit {args.limit}: {limited.rate:.0f} tasks/s (engine "

@@ -59,11 +59,23 @@ class Counters:
 
 def _server_cpu_s() -> float:
     """User+system CPU of every ``postgres`` process on this machine."""
-    total = 0.0
+    return server_cpu_s()["postgres"]
+
+
+SERVERS = {"postgres": "postgres", "redis-server": "redis"}
+
+
+def server_cpu_s() -> dict[str, float]:
+    """User+system CPU of the servers' processes on this machine (PostgreSQL's, Redis's).
+
+    A server elsewhere counts 0; so does a process that exited (its CPU went with it).
+    """
+    totals = dict.fromkeys(SERVERS.values(), 0.0)
     for proc in psutil.process_iter(["name", "cpu_times"]):
-        if proc.info["name"] == "postgres" and proc.info["cpu_times"] is not None:
-            total += proc.info["cpu_times"].user + proc.info["cpu_times"].system
-    return total
+        server = SERVERS.get(proc.info["name"])
+        if server is not None and proc.info["cpu_times"] is not None:
+            totals[server] += proc.info["cpu_times"].user + proc.info["cpu_times"].system
+    return totals
 
 
 class LockWaits:

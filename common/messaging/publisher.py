@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 import redis
@@ -20,6 +21,16 @@ class Outgoing:
     task_name: str
     payload: dict[str, Any]
     task_id: str | None = None
+
+
+def timed_set(queue: str) -> str:
+    """The sorted set of ``queue``'s messages not due yet, scored by due time (ms).
+
+    A consumer moves those due into its batch as it takes from the queue
+    (``common.messaging.reliable``): a timed message costs its producer one ``ZADD``,
+    sent with the rest, instead of a timer that publishes it at its instant.
+    """
+    return f"{queue}.timed"
 
 
 class Sink(Protocol):
@@ -39,18 +50,25 @@ class Publisher:
     def __init__(self, client: redis.Redis) -> None:
         self._client = client
 
-    def publish(self, messages: Iterable[Outgoing]) -> int:
-        """Publish every message, in order; return how many were sent."""
+    def publish(
+        self, messages: Iterable[Outgoing], later: Sequence[tuple[datetime, Outgoing]] = (),
+    ) -> int:
+        """Publish every message, in order; ``later`` into their queues' timed sets.
+
+        ``later`` pairs a message with the time before which no consumer may take it.
+        Return how many were sent (timed ones included).
+        """
         items = [
             (m.queue, envelope(m.queue, m.task_name, m.payload, m.task_id)) for m in messages
         ]
-        if len(items) == 1:  # a worker's result: a pipeline object costs more than it saves
+        if len(items) == 1 and not later:  # a worker's result: a pipeline costs more here
             self._client.lpush(*items[0])
-        elif items:
+        elif items or later:
             with self._client.pipeline(transaction=False) as pipe:
                 _push(pipe, items)
+                _defer(pipe, later)
                 pipe.execute()
-        return len(items)
+        return len(items) + len(later)
 
     @staticmethod
     def push(pipe: Pipeline, messages: Iterable[Outgoing]) -> None:
@@ -62,3 +80,13 @@ class Publisher:
 def _push(pipe: Pipeline, items: Iterable[tuple[str, str]]) -> None:
     for queue, body in items:
         pipe.lpush(queue, body)
+
+
+def _defer(pipe: Pipeline, later: Sequence[tuple[datetime, Outgoing]]) -> None:
+    """One ``ZADD`` per queue: each message scored by its due time in milliseconds."""
+    by_set: dict[str, dict[str, float]] = {}
+    for due_at, m in later:
+        body = envelope(m.queue, m.task_name, m.payload, m.task_id)
+        by_set.setdefault(timed_set(m.queue), {})[body] = due_at.timestamp() * 1000
+    for key, scored in by_set.items():
+        pipe.zadd(key, scored)

@@ -8,6 +8,12 @@ liveness key has expired puts its messages back at the head of their queues. Tog
 with de-duplication by message id in the database, a crash at any point neither loses
 nor doubles the effects of a message.
 
+A queue may have a timed set beside it (``publisher.timed_set``): messages that must
+not be consumed before a time (a run's start, a retry after its backoff), scored by
+it. The same Lua call moves those due by the reader's clock into the batch, ahead of
+the queue's other messages; a message is never taken early, and its producer needs no
+timer of its own.
+
 Readers register in one set (``READERS``), so finding the dead ones costs a look at
 each reader, not a scan of Redis's whole keyspace (which holds a claim key per attempt
 of the last day). A reader refreshes its liveness key once a second and the key lives
@@ -28,6 +34,8 @@ from collections.abc import Callable, Sequence
 import redis
 from redis.client import Pipeline
 
+from common.messaging.publisher import timed_set
+
 log = logging.getLogger(__name__)
 
 PROCESSING = "stellwerk:processing:{owner}"
@@ -36,12 +44,24 @@ READERS = "stellwerk:readers"
 ALIVE_TTL_S = 3
 RECOVER_EVERY_S = 1.0
 
+# KEYS: each queue's timed set and the queue, in priority order, then the processing
+# list; ARGV: the limit, and the reader's clock in ms. A queue's timed messages due by
+# then come first: they were due before anything queued now was sent.
 _TAKE = """
 local taken = {}
 local limit = tonumber(ARGV[1])
-for k = 1, #KEYS - 1 do
+local processing = KEYS[#KEYS]
+for k = 1, #KEYS - 1, 2 do
+  if #taken < limit then
+    local due = redis.call('ZRANGEBYSCORE', KEYS[k], '-inf', ARGV[2], 'LIMIT', 0, limit - #taken)
+    if #due > 0 then
+      redis.call('ZREM', KEYS[k], unpack(due))
+      redis.call('LPUSH', processing, unpack(due))
+      for _, item in ipairs(due) do taken[#taken + 1] = item end
+    end
+  end
   while #taken < limit do
-    local item = redis.call('RPOPLPUSH', KEYS[k], KEYS[#KEYS])
+    local item = redis.call('RPOPLPUSH', KEYS[k + 1], processing)
     if not item then break end
     taken[#taken + 1] = item
   end
@@ -77,12 +97,18 @@ def default_owner() -> str:
 class BatchReader:
     """Takes messages from ``queues`` (in priority order) in batches."""
 
-    def __init__(self, client: redis.Redis, queues: Sequence[str], owner: str) -> None:
+    def __init__(
+        self, client: redis.Redis, queues: Sequence[str], owner: str,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._client = client
+        self._clock = clock  # seconds since the epoch: timed messages are due by it
         self._queues = list(queues)
         self._owner = owner
         self._processing = PROCESSING.format(owner=owner)
-        self._take_keys = [*self._queues, self._processing]  # the take script's KEYS
+        # The take script's KEYS: each queue's timed set and the queue, then processing.
+        self._take_keys = [*(k for q in self._queues for k in (timed_set(q), q)),
+                           self._processing]
         self._take = client.register_script(_TAKE)
         self._alive_until = 0.0
         self._next_recovery = 0.0
@@ -114,7 +140,7 @@ class BatchReader:
         """Up to ``limit`` messages (into the current batch), without waiting."""
         if limit <= 0:
             return []
-        return list(self._take(keys=self._take_keys, args=[limit]))
+        return list(self._take(keys=self._take_keys, args=[limit, self._now_ms()]))
 
     def ack(
         self, first: Callable[[Pipeline], object] | None = None, *, take_next: int = 0,
@@ -135,12 +161,23 @@ class BatchReader:
                 first(pipe)
             pipe.delete(self._processing)
             if take_next:
-                self._take(keys=self._take_keys, args=[take_next], client=pipe)
-            replies = pipe.execute()
+                # By its hash: a script object in a pipeline costs a SCRIPT EXISTS round
+                # trip on every execute.
+                pipe.evalsha(self._take.sha, len(self._take_keys), *self._take_keys,
+                             take_next, self._now_ms())
+            try:
+                replies = pipe.execute()
+            except redis.exceptions.NoScriptError:
+                # Redis lost its scripts (a restart): all else went through; take again.
+                return self.take_more(take_next)
         if not take_next:
             return []
         self.waited = False  # taken without waiting: they were queued
         return list(replies[-1])
+
+    def _now_ms(self) -> float:
+        """The reader's clock, in ms since the epoch (the timed sets' scores)."""
+        return self._clock() * 1000
 
     def requeue(self) -> None:
         """Put the batch taken last back at the head of its queues, for a later try."""

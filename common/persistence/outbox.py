@@ -20,17 +20,18 @@ period, deleting each row in the transaction that locked it. A row is never lost
 be sent twice only after a crash or a writer slower than the grace period, and every
 consumer ignores a duplicate.
 
-A row may carry ``due_at``: a message that must not go out before then (a run's start, a
-retry after its backoff). The beat writes such rows ahead of time and publishes them on
-time itself (:meth:`OutboxRelay.relay_due` hands it those not yet due); other relays
-leave a timed row alone until it is overdue by their grace.
+A row may carry ``due_at``: a message that must not be consumed before then (a run's
+start, a retry after its backoff). The beat writes such rows ahead of time and relays
+them at once with :meth:`OutboxRelay.relay_due`, which puts those not yet due into
+their queue's timed set in Redis, where the consumer takes each once due. A relay of
+rows left behind (:meth:`OutboxRelay.relay_pending`) leaves a timed row alone until it
+is overdue by its grace.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
@@ -109,21 +110,6 @@ def forget_published(session: Session, ids: Sequence[int]) -> None:
         forget(conn, ids)
 
 
-@dataclass(frozen=True)
-class Deferred:
-    """An outbox row not due yet: its caller publishes it at ``due_at`` and forgets it."""
-
-    id: int
-    due_at: datetime
-    message: Outgoing
-
-
-@dataclass(frozen=True)
-class _Relayed:
-    sent: int
-    deferred: list[Deferred]
-
-
 class OutboxRelay:
     """Publishes committed outbox rows to Redis and removes them.
 
@@ -140,7 +126,7 @@ class OutboxRelay:
 
     def relay_ids(self, ids: Sequence[int]) -> int:
         """Relay the given rows now (those another relay holds are skipped)."""
-        return self._relay(LOCK_OUTBOX_IDS, (list(ids),)).sent if ids else 0
+        return self._relay(LOCK_OUTBOX_IDS, (list(ids),)) if ids else 0
 
     def publish_written(self, messages: Sequence[Outgoing]) -> None:
         """Publish messages whose rows the caller has just committed.
@@ -151,38 +137,43 @@ class OutboxRelay:
         """
         self._publish(messages)
 
-    def relay_due(self, ids: Sequence[int], now: datetime) -> list[Deferred]:
-        """Relay the given rows that are due by ``now``; return the others, kept."""
-        return self._relay(LOCK_OUTBOX_IDS, (list(ids),), now).deferred if ids else []
+    def relay_due(self, ids: Sequence[int], now: datetime) -> int:
+        """Relay the given rows: those due by ``now`` to their queues, the others timed.
+
+        A row due later goes into its queue's timed set (``publisher.timed_set``), from
+        which a consumer takes it once due; either way its row is deleted.
+        """
+        return self._relay(LOCK_OUTBOX_IDS, (list(ids),), now) if ids else 0
 
     def relay_pending(self, min_age: timedelta = timedelta(0), limit: int = 5000) -> int:
         """Relay rows left in the outbox for at least ``min_age``, oldest first.
 
         A timed row counts from its ``due_at``: it is never sent early.
         """
-        return self._relay(LOCK_PENDING_OUTBOX, (min_age, limit)).sent
+        return self._relay(LOCK_PENDING_OUTBOX, (min_age, limit))
 
-    def _relay(self, query: str, params: Any, now: datetime | None = None) -> _Relayed:
-        """Lock the selected rows, publish those due by ``now`` (all without), delete them."""
+    def _relay(self, query: str, params: Any, now: datetime | None = None) -> int:
+        """Lock the selected rows, publish them (timed if due after ``now``), delete them."""
         with self._sessions.begin() as session:
             conn = driver(session)
             rows = conn.execute(query, params).fetchall()
-            due = [r for r in rows if now is None or r[5] is None or r[5] <= now]
-            if due:
-                self._publish([_from_row(r) for r in due])
-                forget(conn, [r[0] for r in due])
-        deferred = [] if now is None else [
-            Deferred(r[0], r[5], _from_row(r)) for r in rows if r[5] is not None and r[5] > now
-        ]
-        return _Relayed(len(due), deferred)
+            later = [r for r in rows if now is not None and r[5] is not None and r[5] > now]
+            due = [r for r in rows if r not in later] if later else rows
+            if rows:
+                self._publish([_from_row(r) for r in due],
+                              [(r[5], _from_row(r)) for r in later])
+                forget(conn, [r[0] for r in rows])
+        return len(rows)
 
     def push(self, pipe: Pipeline, messages: Sequence[Outgoing]) -> None:
         """:meth:`publish_written`, added to a pipeline that carries other commands too."""
         self._publisher.push(pipe, bundle_dispatches(messages, self._bundle_size))
 
-    def _publish(self, messages: Sequence[Outgoing]) -> None:
+    def _publish(
+        self, messages: Sequence[Outgoing], later: Sequence[tuple[datetime, Outgoing]] = (),
+    ) -> None:
         """The one way out: dispatches bundled per queue, every message in order."""
-        self._publisher.publish(bundle_dispatches(messages, self._bundle_size))
+        self._publisher.publish(bundle_dispatches(messages, self._bundle_size), later)
 
 
 def _from_row(row: Any) -> Outgoing:

@@ -7,7 +7,7 @@ its row in ``fires`` (unique per job and time, ``ON CONFLICT DO NOTHING``), its 
 skip or wait, and ``next_fire_at`` moves on. Several beats therefore never fire one
 time twice, and a crash loses none. Runs are created up to the tick's lookahead ahead,
 READY with ``scheduled_for`` at the nominal time; ``start_due_runs`` then writes their
-activations as timed outbox rows that the beat's handoff publishes on time.
+activations as timed outbox rows, which the engine takes when due.
 
 Convention: a job's fire rows change only under its job row lock. (Retention deletes
 past fires that no longer wait without it: nothing here reads them again.)

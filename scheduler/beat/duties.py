@@ -27,8 +27,8 @@ BATCH = 1000
 def start_due_runs(session: Session, now: datetime, horizon: datetime | None = None) -> list[int]:
     """Activate READY runs due by ``horizon`` (default: now), each at its own time.
 
-    The activation of a run due after ``now`` is a timed outbox row that the beat's
-    handoff publishes at the run's ``scheduled_for`` (see ``handoff``). A job with
+    The activation of a run due after ``now`` is a timed outbox row, due at the run's
+    ``scheduled_for``: the engine takes it no earlier (``ticker``). A job with
     ``max_active_runs`` gets as many started as it has room for, oldest first.
     """
     horizon = horizon or now
@@ -53,7 +53,7 @@ def _later(when: datetime, now: datetime) -> datetime | None:
 def fire_due_retries(session: Session, now: datetime, horizon: datetime | None = None) -> list[int]:
     """Send the retry of every SOFT_FAILED attempt whose backoff ends by ``horizon``.
 
-    Like a run's start, a retry due after ``now`` is published at its time by the handoff.
+    Like a run's start, a retry due after ``now`` is a timed message, taken at its time.
     """
     return _signal_due_attempts(session, TaskRun.retry_at, now, "retry_due",
                                 horizon=horizon or now)

@@ -69,12 +69,13 @@ def resend_lost(
     """Send every signal whose message may be lost; return how many were sent."""
     relay.relay_pending()
     claims = ClaimHolders(client)
+    now = clock()
     with sessions.begin() as session:
         ids = settle_stopping_runs(session) + redeliver_unclaimed(session, claims)
         ids += repair_flow(session)
-        ids += resend_marked_signals(session, clock())
+        ids += resend_marked_signals(session, now)
         stopping = attempts_to_stop(session)
-    sent = relay.relay_ids(ids)
+    sent = relay.relay_due(ids, now)
     stop_attempts(stopping)
     log.info("repair: %d signals sent, %d attempts told to stop again", len(ids), len(stopping))
     return sent
@@ -121,13 +122,17 @@ def resend_marked_signals(session: Session, now: datetime) -> list[int]:
     """The beat's signals marked sent whose transition has not happened yet.
 
     Each duty clears (or stamps) a column when it writes its signal; a state that
-    still waits for the signal with the mark set means the message may be lost.
+    still waits for the signal with the mark set means the message may be lost. A run's
+    start marked sent ahead of its time (the beat's lookahead) waited in Redis's timed
+    set: it is sent again timed, never early.
     """
-    runs = _signals(session, "start", select(Run.id).where(
+    starts = session.execute(select(Run.id, Run.scheduled_for).where(
         Run.state == RunState.READY.value, Run.activation_sent_at.is_not(None),
-        Run.scheduled_for <= now,
-    ))
-    runs += _signals(session, "cancel_grace_over", select(Run.id).where(
+    )).all()
+    ids = enqueue(session, [activation(row.id, "start") for row in starts],
+                  due_at=[row.scheduled_for if row.scheduled_for > now else None
+                          for row in starts])
+    runs = _signals(session, "cancel_grace_over", select(Run.id).where(
         Run.state == RunState.CANCEL_REQUESTED.value, Run.cancel_grace_sent_at.is_not(None),
     ))
     attempts: list[tuple[Signal, Any]] = [
@@ -142,7 +147,7 @@ def resend_marked_signals(session: Session, now: datetime) -> list[int]:
         for row in session.execute(
             select(TaskRun.run_id, TaskRun.name, TaskRun.attempt).where(where))
     ]
-    return enqueue(session, runs + messages)
+    return ids + enqueue(session, runs + messages)
 
 
 def _signals(session: Session, signal: Signal, query: Any) -> list[Any]:

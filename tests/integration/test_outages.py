@@ -36,7 +36,7 @@ from common.messaging.messages import (
     TaskDispatch,
     task_queue,
 )
-from common.messaging.publisher import Outgoing, Publisher
+from common.messaging.publisher import Outgoing, Publisher, timed_set
 from common.messaging.signals import activation
 from common.messaging.wire import open_envelope
 from common.outage import Outage
@@ -150,9 +150,12 @@ class Jobs:
 
 
 def in_queue(client: redis.Redis, queue: str, needle: str) -> bool:
-    """Whether a message in ``queue`` mentions ``needle`` (a run or task run id)."""
+    """Whether a message in ``queue`` mentions ``needle`` (a run or task run id).
+
+    A message not due yet waits in the queue's timed set: it is out too.
+    """
     try:
-        raws = client.lrange(queue, 0, -1)
+        raws = [*client.lrange(queue, 0, -1), *client.zrange(timed_set(queue), 0, -1)]
     except redis.ConnectionError:
         return False
     return any(needle in json.dumps(open_envelope(raw).payload) for raw in raws)

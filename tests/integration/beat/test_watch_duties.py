@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 import redis
-from sqlalchemy import select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.config import Settings
@@ -302,3 +302,24 @@ def test_repair_on_start_finishes_half_done_transitions_idempotently(
     stopped: list[str] = []
     assert repair.resend_lost(sessions, relay, client, stopped.extend,
                               lambda: datetime.now(UTC)) >= 1
+
+
+def test_repair_sends_a_start_marked_sent_ahead_of_its_time_timed(
+    quiet_settings: Settings, client: redis.Redis,
+) -> None:
+    """A lost start that was relayed early (the lookahead) goes again, due at its time."""
+    _, sessions = applier(quiet_settings)
+    now = datetime.now(UTC)
+    due = now + timedelta(seconds=1)
+    spec = {"name": f"repair-timed-{uuid.uuid4().hex[:6]}", "schedule": {"at": due.isoformat()},
+            "tasks": [{"name": "a", "type": "noop"}]}
+    with sessions.begin() as session:
+        run_id = create_job(session, JobSpec.model_validate(spec), now).run_id
+        sent = duties.start_due_runs(session, now, horizon=due)  # marked sent, timed
+        session.execute(delete(OutboxMessage).where(OutboxMessage.id.in_(sent)))  # relayed
+    with sessions.begin() as session:  # ... and lost with Redis's data
+        ids = repair.resend_marked_signals(session, now)
+        rows = [session.get_one(OutboxMessage, i) for i in ids]
+        assert [(r.payload["signal"], r.due_at) for r in rows
+                if r.payload["run_id"] == str(run_id)] == [("start", due)]
+        session.execute(delete(OutboxMessage).where(OutboxMessage.id.in_(ids)))

@@ -2,31 +2,48 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from datetime import UTC, datetime, timedelta
 
 import pytest
 import redis
 
-from common.messaging.publisher import Outgoing, Publisher
+from common.messaging.publisher import Outgoing, Publisher, timed_set
 from common.messaging.reliable import ALIVE, BatchReader
 from common.messaging.wire import open_envelope
 
 QUEUES = ("test.first", "test.second")
+KEYS = (*QUEUES, *(timed_set(q) for q in QUEUES))
 
 
 @pytest.fixture
 def client(redis_url: str) -> Iterator[redis.Redis]:
     client = redis.Redis.from_url(redis_url)
-    client.delete(*QUEUES)
+    client.delete(*KEYS)
     yield client
-    client.delete(*QUEUES)
+    client.delete(*KEYS)
 
 
 def publish(client: redis.Redis, queue: str, *numbers: int) -> None:
     Publisher(client).publish(Outgoing(queue, "test.task", {"n": n}) for n in numbers)
 
 
-def numbers(raws: list[bytes]) -> list[int]:
+def publish_at(client: redis.Redis, queue: str, due: datetime, *numbers: int) -> None:
+    Publisher(client).publish([], [(due, Outgoing(queue, "test.task", {"n": n}))
+                                   for n in numbers])
+
+
+class Clock:
+    """A reader's clock, set by the test (seconds since the epoch)."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now.timestamp()
+
+
+def numbers(raws: Sequence[bytes | str]) -> list[int]:
     return [open_envelope(raw).payload["n"] for raw in raws]
 
 
@@ -86,4 +103,44 @@ def test_an_ack_can_take_the_next_batch_in_the_same_round_trip(client: redis.Red
     reader.requeue()  # the batch taken by the ack, not the one acknowledged
     assert numbers(reader.take(10, 0.01)) == [3, 10]
     assert reader.ack(take_next=5) == []
+    assert reader.take(10, 0.01) == []
+
+
+def test_a_timed_message_is_taken_once_due_by_the_readers_clock(client: redis.Redis) -> None:
+    """Never early; once due, ahead of what its queue holds (it was due before)."""
+    due = datetime(2030, 1, 1, 12, 0, 0, 500_000, tzinfo=UTC)
+    clock = Clock(due - timedelta(microseconds=500))
+    publish_at(client, "test.first", due, 2)
+    publish_at(client, "test.first", due + timedelta(seconds=1), 3)
+    publish(client, "test.first", 1)
+    publish(client, "test.second", 10)
+    reader = BatchReader(client, QUEUES, owner="t-timed", clock=clock)
+    assert numbers(reader.take(10, 0.01)) == [1, 10]
+    clock.now = due
+    publish(client, "test.first", 4)
+    assert numbers(reader.ack(take_next=10)) == [2, 4]
+    clock.now = due + timedelta(seconds=1)
+    assert numbers(reader.ack(take_next=10)) == [3]
+    reader.ack()
+    assert client.zcard(timed_set("test.first")) == 0
+
+
+def test_a_timed_message_taken_and_requeued_goes_to_its_queue(client: redis.Redis) -> None:
+    due = datetime(2030, 1, 1, tzinfo=UTC)
+    publish_at(client, "test.second", due, 10)
+    reader = BatchReader(client, QUEUES, owner="t-timed-requeue", clock=Clock(due))
+    assert numbers(reader.take(10, 0.01)) == [10]
+    reader.requeue()
+    assert numbers(client.lrange("test.second", 0, -1)) == [10]
+    assert numbers(BatchReader(client, QUEUES, owner="t-other").take(10, 0.01)) == [10]
+
+
+def test_an_ack_takes_the_next_batch_after_redis_lost_its_scripts(client: redis.Redis) -> None:
+    """A restarted Redis knows no script: the acknowledgement still goes, then a take."""
+    publish(client, "test.first", 1, 2)
+    reader = BatchReader(client, QUEUES, owner="t-noscript")
+    assert numbers(reader.take(1, 0.01)) == [1]
+    client.script_flush()
+    assert numbers(reader.ack(take_next=5)) == [2]
+    reader.ack()
     assert reader.take(10, 0.01) == []
