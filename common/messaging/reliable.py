@@ -43,10 +43,14 @@ ALIVE = "stellwerk:reader:{owner}"
 READERS = "stellwerk:readers"
 ALIVE_TTL_S = 3
 RECOVER_EVERY_S = 1.0
+# How late Redis may end a blocking wait that nothing interrupts: at its next event,
+# which is at most a ``serverCron`` away (100 ms at the default ``hz`` of 10).
+BLOCKING_SLACK_S = 0.1
 
 # KEYS: each queue's timed set and the queue, in priority order, then the processing
 # list; ARGV: the limit, and the reader's clock in ms. A queue's timed messages due by
-# then come first: they were due before anything queued now was sent.
+# then come first: they were due before anything queued now was sent. Returns what it
+# took and, when that is nothing, the earliest time (ms) a timed message falls due.
 _TAKE = """
 local taken = {}
 local limit = tonumber(ARGV[1])
@@ -66,7 +70,16 @@ for k = 1, #KEYS - 1, 2 do
     taken[#taken + 1] = item
   end
 end
-return taken
+local next_due = false
+if #taken == 0 then
+  for k = 1, #KEYS - 1, 2 do
+    local first = redis.call('ZRANGE', KEYS[k], 0, 0, 'WITHSCORES')
+    if #first > 0 and (not next_due or tonumber(first[2]) < tonumber(next_due)) then
+      next_due = first[2]
+    end
+  end
+end
+return {taken, next_due}
 """
 
 # The whole processing list back onto the consuming ends of its messages' queues, in one
@@ -99,10 +112,11 @@ class BatchReader:
 
     def __init__(
         self, client: redis.Redis, queues: Sequence[str], owner: str,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self._client = client
         self._clock = clock  # seconds since the epoch: timed messages are due by it
+        self._sleep = sleep  # waits for a timed message on that clock
         self._queues = list(queues)
         self._owner = owner
         self._processing = PROCESSING.format(owner=owner)
@@ -119,17 +133,27 @@ class BatchReader:
     def take(self, limit: int, block_s: float) -> list[bytes]:
         """Up to ``limit`` messages; waits up to ``block_s`` on the last queue if all are empty.
 
-        The earlier queues are looked at again right after an empty wait, so their
-        latency when idle is at most ``block_s``. A wait that ends with a message
-        returns that message alone: at a steady trickle nothing else is queued, and
-        looking would cost a round trip per message; what a burst queued behind it is
-        taken by the next call, which does not wait.
+        The earlier queues are looked at again right after an empty wait. Redis ends a
+        blocking wait that nothing interrupts only at its next event, up to 100 ms late
+        at its default ``hz`` (:data:`BLOCKING_SLACK_S`): while a timed message falls due
+        within that, the reader waits on its own clock instead, ``block_s`` at most (the
+        last queue unwatched meanwhile), so the message is taken on time.
+
+        A wait that ends with a message returns that message alone: at a steady trickle
+        nothing else is queued, and looking would cost a round trip per message; what a
+        burst queued behind it is taken by the next call, which does not wait.
         """
         self.heartbeat()
         self.waited = False
-        if taken := self.take_more(limit):
+        taken, next_due_ms = self._take_now(limit)
+        if taken:
             return taken
         self.waited = True
+        if next_due_ms is not None:
+            until_due_s = max(0.0, next_due_ms - self._now_ms()) / 1000
+            if until_due_s < block_s + BLOCKING_SLACK_S:
+                self._sleep(min(until_due_s, block_s))
+                return self.take_more(limit)
         first = self._client.brpoplpush(self._queues[-1], self._processing, block_s)
         if first is None:
             return self.take_more(limit)
@@ -138,9 +162,12 @@ class BatchReader:
 
     def take_more(self, limit: int) -> list[bytes]:
         """Up to ``limit`` messages (into the current batch), without waiting."""
-        if limit <= 0:
-            return []
-        return list(self._take(keys=self._take_keys, args=[limit, self._now_ms()]))
+        return self._take_now(limit)[0] if limit > 0 else []
+
+    def _take_now(self, limit: int) -> tuple[list[bytes], float | None]:
+        """What the take script took, and when a timed message falls due if it took none."""
+        taken, next_due = self._take(keys=self._take_keys, args=[limit, self._now_ms()])
+        return list(taken), None if next_due is None else float(next_due)
 
     def ack(
         self, first: Callable[[Pipeline], object] | None = None, *, take_next: int = 0,
@@ -173,7 +200,7 @@ class BatchReader:
         if not take_next:
             return []
         self.waited = False  # taken without waiting: they were queued
-        return list(replies[-1])
+        return list(replies[-1][0])
 
     def _now_ms(self) -> float:
         """The reader's clock, in ms since the epoch (the timed sets' scores)."""

@@ -41,6 +41,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from common.messaging.bundling import bundle_dispatches
 from common.messaging.publisher import Outgoing, Publisher
+from common.persistence.arrays import literal, literals
 from common.persistence.db import driver
 from common.persistence.queries import (
     DELETE_OUTBOX,
@@ -81,10 +82,10 @@ def enqueue_on(
     The ids are read afterwards with :func:`written_ids` (after the pipeline's sync).
     """
     due = list(due_at) if due_at is not None else [None] * len(messages)
-    cur.execute(INSERT_OUTBOX, (
+    cur.execute(INSERT_OUTBOX, literals((
         [m.queue for m in messages], [m.task_name for m in messages],
         [m.task_id for m in messages], [json.dumps(m.payload) for m in messages], due,
-    ))
+    )))
 
 
 def written_ids(cur: Cursor[Any]) -> list[int]:
@@ -95,7 +96,7 @@ def written_ids(cur: Cursor[Any]) -> list[int]:
 def forget(conn: _Executes, ids: Sequence[int]) -> None:
     """Delete outbox rows (published, or being published in this transaction)."""
     if ids:
-        conn.execute(DELETE_OUTBOX, (list(ids),))
+        conn.execute(DELETE_OUTBOX, (literal(ids),))
 
 
 def forget_published(session: Session, ids: Sequence[int]) -> None:

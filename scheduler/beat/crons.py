@@ -37,6 +37,7 @@ from common.domain.fire_policy import (
 from common.domain.states import RUN_UNFINISHED, RunState
 from common.messaging.messages import Event
 from common.messaging.signals import activation
+from common.persistence.arrays import literals
 from common.persistence.db import driver
 from common.persistence.models import Fire, Job, Run
 from common.persistence.notify_events import record_events
@@ -301,10 +302,10 @@ class _FireBatch:
         """
         conn = driver(self._session)
         if self._next:  # one statement, not an ORM flush of every job
-            conn.execute(MOVE_NEXT_FIRES, (list(self._next), list(self._next.values())))
+            conn.execute(MOVE_NEXT_FIRES, literals((list(self._next), list(self._next.values()))))
         if not self._fires:
             return
-        columns = [list(column) for column in zip(*self._fires, strict=True)]
+        columns = literals(list(column) for column in zip(*self._fires, strict=True))
         inserted = set(conn.execute(INSERT_FIRES, columns).fetchall())
         runs = [run for key, run in self._runs.items() if key in inserted]
         create_runs(self._session, runs, self._now)

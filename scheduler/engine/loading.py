@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from common.domain.snapshot import RunSnapshot, TaskRunView
 from common.domain.states import RunState, TaskState
+from common.persistence.arrays import literal
 from common.persistence.db import driver
 from common.persistence.queries import CLAIM_MESSAGES, LOAD_TASK_RUNS, LOCK_RUNS
 from scheduler.engine.structure import JobStructure, StructureCache
@@ -119,8 +120,10 @@ class RunLoader:
         ids = sorted(set(run_ids))
         unknown = [run_id for run_id in ids if run_id not in self._cache]
         with conn.pipeline():
-            claimed = conn.execute(CLAIM_MESSAGES, (message_ids,)) if message_ids else None
-            locked = conn.cursor(row_factory=args_row(LockedRun)).execute(LOCK_RUNS, (ids,))
+            claimed = (conn.execute(CLAIM_MESSAGES, (literal(message_ids),))
+                       if message_ids else None)
+            locked = conn.cursor(row_factory=args_row(LockedRun)).execute(
+                LOCK_RUNS, (literal(ids),))
             prefetched = _task_runs(conn, unknown) if unknown else None
         fresh = {row[0] for row in claimed.fetchall()} if claimed is not None else set()
         rows = locked.fetchall()
@@ -166,7 +169,8 @@ class RunLoader:
 
 def _task_runs(conn: PgConnection[Any], run_ids: list[uuid.UUID]) -> Cursor[TaskRunRow]:
     """The task runs of ``run_ids`` (in a pipeline: fetched when the pipeline syncs)."""
-    return conn.cursor(row_factory=args_row(TaskRunRow)).execute(LOAD_TASK_RUNS, (run_ids,))
+    return conn.cursor(row_factory=args_row(TaskRunRow)).execute(
+        LOAD_TASK_RUNS, (literal(run_ids),))
 
 
 def _by_run(task_rows: Iterable[TaskRunRow]) -> dict[uuid.UUID, list[TaskRunRow]]:

@@ -16,6 +16,7 @@ from psycopg import Connection as PgConnection
 from common.domain.flow_spec import FlowNeeds
 from common.domain.graph import Graph
 from common.domain.snapshot import TaskInfo
+from common.persistence.arrays import literal
 from common.persistence.queries import LOAD_EDGES, LOAD_JOBS, LOAD_TASKS
 
 
@@ -98,10 +99,11 @@ def load_structures(conn: PgConnection[Any], job_ids: list[uuid.UUID]) -> list[J
     """
     if not job_ids:
         return []
+    ids = literal(job_ids)
     with conn.pipeline():
-        task_rows = conn.execute(LOAD_TASKS, (job_ids,))
-        edge_rows = conn.execute(LOAD_EDGES, (job_ids,))
-        job_rows = conn.execute(LOAD_JOBS, (job_ids,))
+        task_rows = conn.execute(LOAD_TASKS, (ids,))
+        edge_rows = conn.execute(LOAD_EDGES, (ids,))
+        job_rows = conn.execute(LOAD_JOBS, (ids,))
     tasks: dict[uuid.UUID, list[TaskDef]] = {job_id: [] for job_id in job_ids}
     for row in task_rows.fetchall():
         tasks[row[0]].append(_task_def(row[1:]))

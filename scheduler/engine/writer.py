@@ -9,6 +9,7 @@ pipeline mode, all writes of a batch go to the server together.
 from __future__ import annotations
 
 import functools
+import json
 import uuid
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -19,6 +20,7 @@ from psycopg.types.json import Jsonb
 from sqlalchemy.orm import Session
 
 from common.messaging.publisher import Outgoing
+from common.persistence.arrays import literal, literals
 from common.persistence.db import driver
 from common.persistence.notify_events import events_json
 from common.persistence.outbox import enqueue_on, forget, written_ids
@@ -42,7 +44,7 @@ def claim_messages(session: Session, ids: list[uuid.UUID]) -> set[uuid.UUID]:
     """Record message ids as consumed; return those not seen before (one statement)."""
     if not ids:
         return set()
-    return {row[0] for row in driver(session).execute(CLAIM_MESSAGES, (ids,))}
+    return {row[0] for row in driver(session).execute(CLAIM_MESSAGES, (literal(ids),))}
 
 
 def write(
@@ -67,9 +69,9 @@ def write(
         _write_updates(cur, "task_runs", rows.task_runs)
         _write_runs(cur, runs, rows)
         if rows.journal:
-            cur.execute(INSERT_JOURNAL, _columns_of(rows.journal))
+            cur.execute(INSERT_JOURNAL, literals(_columns_of(rows.journal)))
         if rows.logs:
-            cur.execute(INSERT_LOG, _columns_of(rows.logs))
+            cur.execute(INSERT_LOG, literals(_columns_of(rows.logs)))
         for job_id, data in rows.storage.items():
             cur.execute(UPSERT_STORAGE, (job_id, Jsonb(data), rows.now))
         for job_id, (start, finish) in rows.successes.items():
@@ -110,7 +112,7 @@ def update_statement(
 def _write_updates(
     cur: Any, table: str, updates: Mapping[uuid.UUID, TaskRunUpdate | RunUpdate], extra: str = ""
 ) -> None:
-    """One statement per distinct set of columns, each column sent as one array."""
+    """One statement per distinct set of columns, each column sent as one array literal."""
     groups: dict[tuple[str, ...], list[tuple[uuid.UUID, TaskRunUpdate | RunUpdate]]] = (
         defaultdict(list))
     for row_id, update in updates.items():
@@ -119,12 +121,12 @@ def _write_updates(
         if not columns and not extra:
             continue
         types = tuple(rows[0][1].sql_type(c) for c in columns)
-        arrays: list[list[Any]] = [[row_id for row_id, _ in rows]]
+        arrays = [literal(row_id for row_id, _ in rows)]
         for name, sql_type in zip(columns, types, strict=True):
             values = [getattr(update, name) for _, update in rows]
             if sql_type == "jsonb":
-                values = [None if v is None else Jsonb(v) for v in values]
-            arrays.append(values)
+                values = [None if v is None else json.dumps(v) for v in values]
+            arrays.append(literal(values))
         cur.execute(update_statement(table, columns, types, extra), arrays)
 
 

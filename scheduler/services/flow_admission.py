@@ -26,6 +26,7 @@ from psycopg import Connection, Cursor
 
 from common.domain.flow import Candidate, admit
 from common.domain.flow_spec import KEY, RATE, TENANT
+from common.persistence.arrays import literal, literals
 from common.persistence.queries import (
     FLOW_CANDIDATES,
     FLOW_RATE_USAGE,
@@ -116,8 +117,8 @@ class Slots:
     def write(self, cur: Connection[Any] | Cursor[Any]) -> None:
         """One statement, none when nothing was admitted."""
         if self.admitted:
-            cur.execute(TAKE_FLOW_SLOTS, [
-                *_columns(self.slots, 5), *_columns(self.starts, 2), self.admitted])
+            cur.execute(TAKE_FLOW_SLOTS, literals([
+                *_columns(self.slots, 5), *_columns(self.starts, 2), self.admitted]))
 
     def __add__(self, other: Slots) -> Slots:
         return Slots(self.slots + other.slots, self.starts + other.starts,
@@ -194,14 +195,16 @@ class _Read:
         """Lock, release, hold, then read candidates and usage: one round trip."""
         attempts = {w.task_run_id: w.attempt for w in hold}
         with conn.pipeline():
+            keys = literal(locked)
             if locked:
-                conn.execute(LOCK_FLOW_KEYS, (locked,))
-            released = conn.execute(RELEASE_FLOW, {"ids": list(release)}) if release else None
-            holding = conn.execute(HELD_FLOW_SLOTS, (list(attempts),)) if hold else None
+                conn.execute(LOCK_FLOW_KEYS, (keys,))
+            released = (conn.execute(RELEASE_FLOW, {"ids": literal(release)})
+                        if release else None)
+            holding = conn.execute(HELD_FLOW_SLOTS, (literal(attempts),)) if hold else None
             if hold:
-                conn.execute(INSERT_FLOW_WAITERS, _waiter_columns(hold, now))
-            candidates = conn.execute(FLOW_CANDIDATES, (locked, per_tenant)) if locked else None
-            usage = conn.execute(FLOW_USAGE, (locked,)) if locked else None
+                conn.execute(INSERT_FLOW_WAITERS, literals(_waiter_columns(hold, now)))
+            candidates = conn.execute(FLOW_CANDIDATES, (keys, per_tenant)) if locked else None
+            usage = conn.execute(FLOW_USAGE, (keys,)) if locked else None
             rates = _rate_usage(conn, windows, now)
         held: dict[uuid.UUID, set[str]] = defaultdict(set)
         for task_run_id, attempt, key in holding.fetchall() if holding is not None else ():
@@ -303,7 +306,7 @@ def _rate_usage(
     if not windows:
         return None
     names, pers = zip(*sorted(windows), strict=True)
-    return conn.execute(FLOW_RATE_USAGE, (now, list(names), list(pers)))
+    return conn.execute(FLOW_RATE_USAGE, (now, literal(names), literal(pers)))
 
 
 def _rated(cursor: Cursor[Any] | None) -> dict[tuple[str, float], int]:
@@ -333,7 +336,7 @@ def _more_keys(conn: Connection[Any], read: _Read, keys: set[str]) -> set[str]:
         if row is not None and row[0]:
             taken.add(key)
     if taken:
-        used, started = _usage(conn.execute(FLOW_USAGE, (sorted(taken),)).fetchall())
+        used, started = _usage(conn.execute(FLOW_USAGE, (literal(sorted(taken)),)).fetchall())
         read.used.update(used)
         for tenant, count in started.items():
             read.started[tenant] = read.started.get(tenant, 0) + count

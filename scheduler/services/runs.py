@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session
 from common.domain.states import RunState
 from common.messaging.messages import Event
 from common.messaging.signals import activation
+from common.persistence.arrays import literal, literals
 from common.persistence.db import driver
 from common.persistence.models import Job
 from common.persistence.notify_events import record_events
@@ -96,14 +97,14 @@ def create_runs(
            for r in runs]
     ids = [r.id for r in runs]
     traces = [run_trace(r, numbers[r.id]) for r in runs]
-    conn.execute(INSERT_RUNS, (
-        now, now, ids, [r.job.id for r in runs], [numbers[r.id] for r in runs],
+    conn.execute(INSERT_RUNS, (now, now, *literals((
+        ids, [r.job.id for r in runs], [numbers[r.id] for r in runs],
         [r.trigger for r in runs], [r.scheduled_for for r in runs],
         [late_at(r.job, r.scheduled_for) for r in runs], [now if d else None for d in due],
         traces,
-    ))
-    conn.execute(INSERT_TASK_RUNS, (ids, [r.job.id for r in runs]))
-    conn.execute(INSERT_FIRST_JOURNAL, (now, ids, [r.trigger for r in runs]))
+    ))))
+    conn.execute(INSERT_TASK_RUNS, literals((ids, [r.job.id for r in runs])))
+    conn.execute(INSERT_FIRST_JOURNAL, (now, *literals((ids, [r.trigger for r in runs]))))
     record_events(session, [scheduled_event(r.job, r.id, now, trace)
                             for r, trace in zip(runs, traces, strict=True)])
     starts = [activation(r.id, "start") for r, d in zip(runs, due, strict=True) if d]
@@ -139,7 +140,7 @@ def scheduled_event(
 def _numbers(conn: PgConnection[Any], runs: Sequence[NewRun]) -> dict[UUID, int]:
     """Each run's number: the job's last one plus its place among this batch's runs."""
     job_ids = list({r.job.id for r in runs})
-    last: dict[UUID, int] = dict(conn.execute(LAST_RUN_NUMBERS, (job_ids,)).fetchall())
+    last: dict[UUID, int] = dict(conn.execute(LAST_RUN_NUMBERS, (literal(job_ids),)).fetchall())
     numbers = {}
     for run in sorted(runs, key=lambda r: r.scheduled_for):
         last[run.job.id] = numbers[run.id] = last.get(run.job.id, 0) + 1

@@ -34,13 +34,18 @@ def publish_at(client: redis.Redis, queue: str, due: datetime, *numbers: int) ->
 
 
 class Clock:
-    """A reader's clock, set by the test (seconds since the epoch)."""
+    """A reader's clock, set by the test (seconds since the epoch), and its sleep."""
 
     def __init__(self, now: datetime) -> None:
         self.now = now
+        self.slept: list[float] = []
 
     def __call__(self) -> float:
         return self.now.timestamp()
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += timedelta(seconds=seconds)
 
 
 def numbers(raws: Sequence[bytes | str]) -> list[int]:
@@ -144,3 +149,18 @@ def test_an_ack_takes_the_next_batch_after_redis_lost_its_scripts(client: redis.
     assert numbers(reader.ack(take_next=5)) == [2]
     reader.ack()
     assert reader.take(10, 0.01) == []
+
+
+def test_an_idle_reader_waits_for_a_timed_message_on_its_own_clock(
+    client: redis.Redis,
+) -> None:
+    """Not in a blocking Redis call: Redis may end that up to 100 ms after its timeout."""
+    due = datetime(2030, 1, 1, tzinfo=UTC)
+    clock = Clock(due - timedelta(milliseconds=50))
+    publish_at(client, "test.first", due, 7)
+    reader = BatchReader(client, QUEUES, owner="t-timed-idle", clock=clock, sleep=clock.sleep)
+    assert reader.take(10, 0.02) == []  # waited 20 ms (its block at most) on the clock
+    assert reader.take(10, 0.02) == []
+    assert numbers(reader.take(10, 0.02)) == [7]  # 10 ms: due
+    assert [round(s, 3) for s in clock.slept] == [0.02, 0.02, 0.01]
+    reader.ack()
