@@ -14,13 +14,19 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 _EMBED = {"callbacks": None, "errbacks": None, "chain": None, "chord": None}
 
 
 def envelope(queue: str, task_name: str, payload: dict[str, Any], task_id: str | None) -> str:
-    """The JSON a Celery producer would ``LPUSH`` to ``queue`` for ``task_name(payload)``."""
+    """The JSON a Celery producer would ``LPUSH`` to ``queue`` for ``task_name(payload)``.
+
+    Built with orjson (compact, and three times faster than ``json``: the engine and the
+    beat build one for every message they send).
+    """
     task_id = task_id or str(uuid.uuid4())
-    body = json.dumps([[payload], {}, _EMBED])
+    body = orjson.dumps([[payload], {}, _EMBED])
     headers: dict[str, Any] = {
         "lang": "py", "task": task_name, "id": task_id, "shadow": None, "eta": None,
         "expires": None, "group": None, "group_index": None, "retries": 0,
@@ -33,10 +39,10 @@ def envelope(queue: str, task_name: str, payload: dict[str, Any], task_id: str |
         "delivery_info": {"exchange": "", "routing_key": queue}, "priority": 0,
         "body_encoding": "base64", "delivery_tag": str(uuid.uuid4()),
     }
-    return json.dumps({
-        "body": base64.b64encode(body.encode()).decode(), "content-encoding": "utf-8",
+    return orjson.dumps({
+        "body": base64.b64encode(body).decode(), "content-encoding": "utf-8",
         "content-type": "application/json", "headers": headers, "properties": properties,
-    })
+    }).decode()
 
 
 @dataclass(frozen=True)
@@ -54,14 +60,14 @@ def open_envelope(raw: bytes | str) -> Received:
     Raises ``ValueError`` for anything that is not a JSON Celery task message.
     """
     try:
-        message = json.loads(raw)
+        message = orjson.loads(raw)
         if message.get("content-type") != "application/json":
             raise ValueError(f"content type {message.get('content-type')!r} is not JSON")
         body = message["body"]
         if message["properties"].get("body_encoding") == "base64":
             body = base64.b64decode(body)
-        args = json.loads(body)[0]
+        args = orjson.loads(body)[0]
         queue = message["properties"]["delivery_info"]["routing_key"]
         return Received(message["headers"].get("task"), args[0] if args else None, queue)
-    except (KeyError, IndexError, TypeError, json.JSONDecodeError) as error:
+    except (KeyError, IndexError, TypeError, AttributeError, json.JSONDecodeError) as error:
         raise ValueError(f"not a Celery task message: {error}") from error

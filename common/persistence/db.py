@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+import orjson
+import psycopg
 from psycopg import Connection as PgConnection
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.orm import Session, sessionmaker
@@ -26,11 +30,47 @@ def make_engine(url: str, pool_size: int = 5, *, pre_ping: bool = True) -> Engin
     """An engine; pre-ping makes a restarted server harmless to a long-lived process.
 
     The stellwerk engine turns pre-ping off: it costs a round trip per transaction, and
-    a batch that fails on a dead connection is requeued and retried anyway.
+    a batch that fails on a dead connection is requeued and retried anyway. JSON columns
+    are read with orjson: the beat reads each due job's spec, schedule and params.
     """
     return create_engine(
-        sqlalchemy_url(url), pool_pre_ping=pre_ping, pool_size=pool_size, max_overflow=10
+        sqlalchemy_url(url), pool_pre_ping=pre_ping, pool_size=pool_size, max_overflow=10,
+        json_deserializer=orjson.loads,
     )
+
+
+@contextmanager
+def raw_transaction(sessions: sessionmaker[Session]) -> Iterator[PgConnection[Any]]:
+    """A psycopg connection of the sessions' pool, for one transaction without a Session.
+
+    For the engine's batches, whose SQL is all hand-written: a Session around each cost
+    5-6% of the engine's CPU for nothing it used. Committed at the end unless the caller
+    committed already (the engine's writer ends its pipeline with ``COMMIT``); rolled
+    back on an error. A connection that broke is dropped from the pool, not returned.
+    """
+    bind = sessions.kw["bind"]
+    assert isinstance(bind, Engine)
+    pooled = bind.raw_connection()
+    conn = pooled.driver_connection
+    assert isinstance(conn, PgConnection)
+    try:
+        yield conn
+        conn.commit()
+    except BaseException:
+        _roll_back(pooled, conn)
+        raise
+    finally:
+        pooled.close()
+
+
+def _roll_back(pooled: Any, conn: PgConnection[Any]) -> None:
+    try:
+        conn.rollback()
+    except psycopg.Error:
+        pooled.invalidate()  # the server or the network dropped it
+    else:
+        if conn.broken:
+            pooled.invalidate()
 
 
 def make_sessions(engine: Engine) -> sessionmaker[Session]:

@@ -22,7 +22,9 @@ import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
+from psycopg import Connection as PgConnection
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.domain import events as ev
@@ -30,7 +32,6 @@ from common.domain.machine import advance
 from common.domain.snapshot import Transition
 from common.messaging.messages import TaskResult
 from common.messaging.publisher import Outgoing
-from common.persistence.db import driver
 from common.persistence.outbox import OutboxRelay
 from scheduler.engine.changes import ChangeSet
 from scheduler.engine.flow_gate import FlowGate
@@ -83,15 +84,15 @@ class Applying:
         self._changes.stops.append(f"{run.task_run_ids[task]}:{attempt}")
 
     def write(
-        self, session: Session, runs: Sequence[RunRecord], published: Sequence[int] = ()
+        self, conn: PgConnection[Any], runs: Sequence[RunRecord], published: Sequence[int] = ()
     ) -> Written:
         """Write every row (bumping each locked run's version) and forget ``published``.
 
         Flow control first holds back what may not start yet (``flow_gate``).
         """
-        self._flow.check(driver(session), self._changes, runs)
+        self._flow.check(conn, self._changes, runs)
         messages = self._changes.dispatch_messages()
-        outbox_ids = write(session, list(runs), self._changes.rows(), messages, list(published))
+        outbox_ids = write(conn, list(runs), self._changes.rows(), messages, list(published))
         return Written(outbox_ids, messages, list(self._changes.stops))
 
 

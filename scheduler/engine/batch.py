@@ -25,6 +25,7 @@ from common.domain.states import RUN_TERMINAL, TaskState
 from common.messaging.holdings import acknowledge_on, is_outcome, shorten_claims_on
 from common.messaging.messages import Activation, TaskResult
 from common.messaging.publisher import Outgoing
+from common.persistence.db import raw_transaction
 from common.persistence.outbox import OutboxRelay, forget_published
 from common.tracing import record_span, tracing_on
 from scheduler.engine.applying import Applying
@@ -101,17 +102,17 @@ class BatchApplier:
         started_ns = time.time_ns()
         records: dict[uuid.UUID, RunRecord] = {}
         try:
-            with self._sessions.begin() as session:
+            with raw_transaction(self._sessions) as conn:
                 # The runs of redelivered messages are locked too (rare, and harmless):
                 # claiming and locking then take one round trip.
                 fresh, records = self._loader.claim_and_lock(
-                    session, [m.message_id for m in batch], {m.run_id for m in batch},
+                    conn, [m.message_id for m in batch], {m.run_id for m in batch},
                 )
                 todo = [m for m in batch if m.message_id in fresh]
                 applying = Applying(self._clock(), self._lease_ttl, self._flow)
                 for message in todo:
                     self._apply_one(records.get(message.run_id), message, applying)
-                written = applying.write(session, list(records.values()), self._published)
+                written = applying.write(conn, list(records.values()), self._published)
         except BaseException:
             for run_id in records:
                 self._loader.forget(run_id)

@@ -20,6 +20,7 @@ from typing import Literal
 from common.domain import events as ev
 from common.domain.machine import Refused
 from common.domain.states import TaskState
+from common.persistence.db import driver
 from scheduler.engine.applying import RunWriter
 from scheduler.engine.loading import RunRecord
 from scheduler.services.errors import Conflict, NotFound
@@ -60,7 +61,8 @@ class RunControl(RunWriter):
         events_of: Callable[[RunRecord], Sequence[ev.Event]],
     ) -> None:
         with self._sessions.begin() as session:
-            record = self._loader.lock(session, [run_id]).get(run_id)
+            conn = driver(session)
+            record = self._loader.lock(conn, [run_id]).get(run_id)
             if record is None:
                 raise NotFound("run", run_id)
             _require_same_graph(record)
@@ -72,7 +74,7 @@ class RunControl(RunWriter):
                 except Refused as refused:
                     # Raised inside the transaction: nothing is written.
                     raise Conflict(str(refused)) from refused
-            written = applying.write(session, [record])
+            written = applying.write(conn, [record])
         names = ", ".join(type(event).__name__ for event in events)
         log.info("run %s: %s applied for %s", run_id, names, actor)
         self.after_commit(written)

@@ -18,12 +18,10 @@ from typing import Any, NamedTuple
 from psycopg import Connection as PgConnection
 from psycopg import Cursor
 from psycopg.rows import args_row
-from sqlalchemy.orm import Session
 
 from common.domain.snapshot import RunSnapshot, TaskRunView
 from common.domain.states import RunState, TaskState
 from common.persistence.arrays import literal
-from common.persistence.db import driver
 from common.persistence.queries import CLAIM_MESSAGES, LOAD_TASK_RUNS, LOCK_RUNS
 from scheduler.engine.structure import JobStructure, StructureCache
 
@@ -98,16 +96,19 @@ class RunLoader:
         self._structures = structures
         self._cache: dict[uuid.UUID, RunRecord] = {}
 
-    def lock(self, session: Session, run_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, RunRecord]:
+    def lock(
+        self, conn: PgConnection[Any], run_ids: Iterable[uuid.UUID],
+    ) -> dict[uuid.UUID, RunRecord]:
         """Lock the runs and return their records (missing runs are left out).
 
         Runs whose cached snapshot is stale are loaded together: one query for their
         task runs and one set for the job structures missing from the cache.
         """
-        return self.claim_and_lock(session, [], run_ids)[1]
+        return self.claim_and_lock(conn, [], run_ids)[1]
 
     def claim_and_lock(
-        self, session: Session, message_ids: list[uuid.UUID], run_ids: Iterable[uuid.UUID],
+        self, conn: PgConnection[Any], message_ids: list[uuid.UUID],
+        run_ids: Iterable[uuid.UUID],
     ) -> tuple[set[uuid.UUID], dict[uuid.UUID, RunRecord]]:
         """Record ``message_ids`` as consumed and lock the runs, in one round trip.
 
@@ -116,7 +117,6 @@ class RunLoader:
         in the same round trip, after the lock; only a cached run that another engine
         changed meanwhile costs one more.
         """
-        conn = driver(session)
         ids = sorted(set(run_ids))
         unknown = [run_id for run_id in ids if run_id not in self._cache]
         with conn.pipeline():

@@ -25,6 +25,7 @@ from typing import Any, Literal
 from common.domain.snapshot import TaskRunView
 from common.domain.webservice import ReportedState
 from common.messaging.messages import LogLine, TaskResult
+from common.persistence.db import driver
 from scheduler.engine.applying import Applying, RunWriter
 from scheduler.engine.batch import LIVE
 from scheduler.engine.commands import task_name
@@ -80,21 +81,22 @@ class Reports(RunWriter):
         for a task that is not READY, ACTIVE (or PAUSED), or an attempt not current.
         """
         with self._sessions.begin() as session:
-            record = self._loader.lock(session, [run_id]).get(run_id)
+            conn = driver(session)
+            record = self._loader.lock(conn, [run_id]).get(run_id)
             if record is None:
                 raise NotFound("run", run_id)
             name = task_name(record, task)
             view = record.snapshot.tasks[name]
             attempt = view.attempt if report.attempt is None else report.attempt
             repeat = report.repeat_id(record.task_run_ids[name], attempt)
-            if repeat is not None and not claim_messages(session, [repeat]):
+            if repeat is not None and not claim_messages(conn, [repeat]):
                 log.info("run %s task %s attempt %d: repeated %s ignored", run_id, name,
                          attempt, report.outcome)
                 return
             _require_current(name, view, attempt)
             applying = self.applying(reporter)
             self._record(record, name, report.result(record, name, attempt, reporter), applying)
-            written = applying.write(session, [record])
+            written = applying.write(conn, [record])
         log.info("run %s task %s attempt %d: %s %s reported by %s", run_id, name, attempt,
                  report.kind, report.outcome or "", reporter)
         self.after_commit(written)

@@ -15,13 +15,12 @@ from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from psycopg import Connection as PgConnection
 from psycopg import sql
 from psycopg.types.json import Jsonb
-from sqlalchemy.orm import Session
 
 from common.messaging.publisher import Outgoing
 from common.persistence.arrays import literal, literals
-from common.persistence.db import driver
 from common.persistence.notify_events import events_json
 from common.persistence.outbox import enqueue_on, forget, written_ids
 from common.persistence.queries import (
@@ -40,15 +39,15 @@ from scheduler.engine.rows import RunUpdate, TaskRunUpdate
 UNCHANGED_RUN = RunUpdate()
 
 
-def claim_messages(session: Session, ids: list[uuid.UUID]) -> set[uuid.UUID]:
+def claim_messages(conn: PgConnection[Any], ids: list[uuid.UUID]) -> set[uuid.UUID]:
     """Record message ids as consumed; return those not seen before (one statement)."""
     if not ids:
         return set()
-    return {row[0] for row in driver(session).execute(CLAIM_MESSAGES, (literal(ids),))}
+    return {row[0] for row in conn.execute(CLAIM_MESSAGES, (literal(ids),))}
 
 
 def write(
-    session: Session, runs: list[RunRecord], rows: Rows, messages: list[Outgoing],
+    conn: PgConnection[Any], runs: list[RunRecord], rows: Rows, messages: list[Outgoing],
     published: list[int],
 ) -> list[int]:
     """Persist every row of the batch and its ``messages``, forget ``published`` rows, commit.
@@ -58,11 +57,10 @@ def write(
     in the same pipeline: one statement more, no round trip more.
 
     The ``COMMIT`` ends the same pipeline, which saves the round trip of a commit of its
-    own; the session's commit that follows finds the connection idle and sends nothing
+    own; the caller's commit that follows finds the connection idle and sends nothing
     (psycopg does not). Any statement that failed aborts the rest of the pipeline, the
-    ``COMMIT`` with it, and the caller's session rolls back as before.
+    ``COMMIT`` with it, and the caller's transaction rolls back as before.
     """
-    conn = driver(session)
     outbox = conn.cursor()
     with conn.pipeline(), conn.cursor() as cur:
         forget(cur, published)

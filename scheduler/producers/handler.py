@@ -30,6 +30,7 @@ from common.messaging.requests import (
     DeleteSubscription,
     parse_request,
 )
+from common.persistence.db import driver
 from common.secure_params import SecretBox
 from scheduler.engine.writer import claim_messages
 from scheduler.producers.answers import answer_event, reason_of, refuse, reply
@@ -132,4 +133,4 @@ def _first_time(session: Session, message_id: UUID | None) -> bool:
     A request without a valid id cannot be de-duplicated; it is refused, and only
     answered again if it is delivered again.
     """
-    return message_id is None or bool(claim_messages(session, [message_id]))
+    return message_id is None or bool(claim_messages(driver(session), [message_id]))
