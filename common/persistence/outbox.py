@@ -127,7 +127,7 @@ class OutboxRelay:
 
     def relay_ids(self, ids: Sequence[int]) -> int:
         """Relay the given rows now (those another relay holds are skipped)."""
-        return self._relay(LOCK_OUTBOX_IDS, (list(ids),)) if ids else 0
+        return self._relay(LOCK_OUTBOX_IDS, (literal(ids),)) if ids else 0
 
     def publish_written(self, messages: Sequence[Outgoing]) -> None:
         """Publish messages whose rows the caller has just committed.
@@ -144,7 +144,7 @@ class OutboxRelay:
         A row due later goes into its queue's timed set (``publisher.timed_set``), from
         which a consumer takes it once due; either way its row is deleted.
         """
-        return self._relay(LOCK_OUTBOX_IDS, (list(ids),), now) if ids else 0
+        return self._relay(LOCK_OUTBOX_IDS, (literal(ids),), now) if ids else 0
 
     def relay_pending(self, min_age: timedelta = timedelta(0), limit: int = 5000) -> int:
         """Relay rows left in the outbox for at least ``min_age``, oldest first.
@@ -158,8 +158,7 @@ class OutboxRelay:
         with self._sessions.begin() as session:
             conn = driver(session)
             rows = conn.execute(query, params).fetchall()
-            later = [r for r in rows if now is not None and r[5] is not None and r[5] > now]
-            due = [r for r in rows if r not in later] if later else rows
+            due, later = _by_due(rows, now)
             if rows:
                 self._publish([_from_row(r) for r in due],
                               [(r[5], _from_row(r)) for r in later])
@@ -175,6 +174,15 @@ class OutboxRelay:
     ) -> None:
         """The one way out: dispatches bundled per queue, every message in order."""
         self._publisher.publish(bundle_dispatches(messages, self._bundle_size), later)
+
+
+def _by_due(rows: Sequence[Any], now: datetime | None) -> tuple[list[Any], list[Any]]:
+    """Rows due by ``now`` (all of them without), and the others: one pass."""
+    due: list[Any] = []
+    later: list[Any] = []
+    for row in rows:
+        (later if now is not None and row[5] is not None and row[5] > now else due).append(row)
+    return due, later
 
 
 def _from_row(row: Any) -> Outgoing:
