@@ -428,12 +428,12 @@ UNRECORDED_HELD = (
 # beat skips it, the API's run creation waits), so two beats never both fill its room.
 # What the beat's firing duties would find by ``:horizon``, in one round trip: a step
 # with nothing due (most of an idle beat's five a second) runs none of them.
-FIRING_DUE = text(
-    "SELECT EXISTS (SELECT 1 FROM jobs WHERE next_fire_at <= :horizon) AS crons, "
+FIRING_DUE = (
+    "SELECT EXISTS (SELECT 1 FROM jobs WHERE next_fire_at <= %(horizon)s) AS crons, "
     "EXISTS (SELECT 1 FROM fires WHERE outcome = 'buffered') AS buffered, "
     "EXISTS (SELECT 1 FROM runs WHERE state = 'READY' AND activation_sent_at IS NULL "
-    "  AND scheduled_for <= :horizon) AS runs, "
-    "EXISTS (SELECT 1 FROM task_runs WHERE retry_at <= :horizon) AS retries"
+    "  AND scheduled_for <= %(horizon)s) AS runs, "
+    "EXISTS (SELECT 1 FROM task_runs WHERE retry_at <= %(horizon)s) AS retries"
 )
 
 # What the beat's once-a-tick watch duties would find (``scheduler.beat.ticker``): the

@@ -23,13 +23,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
-from typing import Any
+from typing import NamedTuple
 
-from sqlalchemy import Row
+from psycopg.rows import args_row
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.messaging.loop_timings import LoopTimings
 from common.outage import Outage
+from common.persistence.db import HeldConnection, driver
 from common.persistence.outbox import OutboxRelay
 from common.persistence.queries import FIRING_DUE, WATCH_DUE
 from common.unreachable import database_unreachable, outage_wait, redis_unreachable
@@ -48,6 +49,16 @@ RELAY_GRACE = timedelta(seconds=30)
 STEPS_PER_TICK = 5
 # A duty claims what is due at ``now`` and returns the outbox rows it wrote.
 Duty = Callable[[Session, datetime], list[int]]
+
+
+class FiringDue(NamedTuple):
+    """A row of ``FIRING_DUE``: which firing duties have anything to do."""
+
+    crons: bool
+    buffered: bool
+    runs: bool
+    retries: bool
+
 
 
 @dataclass(frozen=True)
@@ -98,6 +109,7 @@ class Ticker:
         # Outbox rows a tick wrote and could not relay (Redis was down): tried again at
         # every step, so that they go out as Redis is back, not after the relay's grace.
         self._unrelayed: list[int] = []
+        self._probe = HeldConnection(sessions)
         self._interval = interval
         self._lookahead = 2 * interval
         self._clock = clock
@@ -143,20 +155,20 @@ class Ticker:
             raise  # an outage: kept, and tried again at the next step
         self._unrelayed = []
 
-    def _firing_due(self, horizon: datetime) -> Row[Any]:
-        """``FIRING_DUE`` outside a transaction (one round trip, no BEGIN and COMMIT)."""
-        with self._sessions() as session:
-            session.connection(execution_options={"isolation_level": "AUTOCOMMIT"})
-            return session.execute(FIRING_DUE, {"horizon": horizon}).one()
+    def _firing_due(self, horizon: datetime) -> FiringDue:
+        """``FIRING_DUE`` outside a transaction, on the probe's own connection."""
+        due: FiringDue = self._probe.execute(
+            FIRING_DUE, {"horizon": horizon}, args_row(FiringDue))
+        return due
 
-    def _cron_work(self, due: Row[Any]) -> bool:
-        return self._fire_crons and bool(due.crons or due.buffered)
+    def _cron_work(self, due: FiringDue) -> bool:
+        return self._fire_crons and (due.crons or due.buffered)
 
-    def _has_work(self, due: Row[Any]) -> bool:
-        return self._cron_work(due) or bool(due.runs or due.retries)
+    def _has_work(self, due: FiringDue) -> bool:
+        return self._cron_work(due) or due.runs or due.retries
 
     def _fire(
-        self, session: Session, now: datetime, horizon: datetime, due: Row[Any] | None = None,
+        self, session: Session, now: datetime, horizon: datetime, due: FiringDue | None = None,
     ) -> list[int]:
         """Cron fires, runs to start and retries due by ``horizon``: timed activations.
 
@@ -164,7 +176,9 @@ class Ticker:
         trip, not five); one that comes due just after it is taken a step later.
         """
         if due is None:
-            due = session.execute(FIRING_DUE, {"horizon": horizon}).one()
+            due = driver(session).cursor(row_factory=args_row(FiringDue)).execute(
+                FIRING_DUE, {"horizon": horizon}).fetchone()
+            assert due is not None
         fire_crons = self._cron_work(due)
         ids = []
         if fire_crons:  # first: the runs it creates are started below

@@ -12,11 +12,13 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import redis
+from psycopg.rows import dict_row, tuple_row
 from sqlalchemy import delete, event, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.domain.spec import JobSpec
 from common.messaging.publisher import Publisher
+from common.persistence.db import HeldConnection, driver
 from common.persistence.models import FlowLimit, Job, OutboxMessage, Run, TaskRun
 from common.persistence.outbox import OutboxRelay
 from common.persistence.queries import FIRING_DUE, WATCH_DUE
@@ -30,7 +32,9 @@ PAST = NOW - timedelta(seconds=1)
 
 
 def flags(session: Session) -> dict[str, bool]:
-    firing = session.execute(FIRING_DUE, {"horizon": NOW}).one()._mapping
+    firing = driver(session).cursor(row_factory=dict_row).execute(
+        FIRING_DUE, {"horizon": NOW}).fetchone()
+    assert firing is not None
     watch = session.execute(WATCH_DUE, {"now": NOW, "grace_over": NOW - GRACE,
                                         "limits_since": NOW - flow.REPAIR_FOR}).one()._mapping
     return {**firing, **watch}
@@ -126,12 +130,12 @@ def test_an_idle_step_opens_no_transaction_and_a_due_retry_is_fired_by_the_next(
         in_transaction.clear()
         for _ in range(STEPS_PER_TICK - 2):
             ticker.tick()
-        assert in_transaction == [False] * (STEPS_PER_TICK - 2)  # the probe alone
+        assert in_transaction == []  # the probe alone, on its own connection
         with sessions.begin() as session:
             job_id = a_run(session, {}, {"retry_at": PAST})
         in_transaction.clear()
         ticker.tick()
-        assert in_transaction[0] is False and all(in_transaction[1:])
+        assert in_transaction and all(in_transaction)
         with sessions() as session:
             signals = [m.payload.get("signal") for m in session.scalars(select(OutboxMessage))]
             assert "retry_due" in signals
@@ -140,3 +144,15 @@ def test_an_idle_step_opens_no_transaction_and_a_due_retry_is_fired_by_the_next(
         with sessions.begin() as session:
             session.execute(delete(Job).where(Job.id == job_id))
             session.execute(delete(OutboxMessage))
+
+
+def test_the_probes_connection_reads_outside_any_transaction(
+    sessions: sessionmaker[Session],
+) -> None:
+    held = HeldConnection(sessions)
+    try:
+        first = held.execute("SELECT transaction_timestamp()", None, tuple_row)
+        second = held.execute("SELECT transaction_timestamp()", None, tuple_row)
+        assert first != second  # a transaction of its own each: autocommit
+    finally:
+        held.close()
