@@ -48,29 +48,19 @@ def raw_transaction(sessions: sessionmaker[Session]) -> Iterator[PgConnection[An
     committed already (the engine's writer ends its pipeline with ``COMMIT``); rolled
     back on an error. A connection that broke is dropped from the pool, not returned.
     """
-    bind = sessions.kw["bind"]
-    assert isinstance(bind, Engine)
-    pooled = bind.raw_connection()
-    conn = pooled.driver_connection
-    assert isinstance(conn, PgConnection)
+    pooled = _engine_of(sessions).raw_connection()
+    conn = _driver_of(pooled)
     try:
         yield conn
         conn.commit()
     except BaseException:
-        _roll_back(pooled, conn)
+        try:
+            conn.rollback()
+        except psycopg.Error:
+            pooled.invalidate()  # the server or the network dropped it
         raise
     finally:
         pooled.close()
-
-
-def _roll_back(pooled: Any, conn: PgConnection[Any]) -> None:
-    try:
-        conn.rollback()
-    except psycopg.Error:
-        pooled.invalidate()  # the server or the network dropped it
-    else:
-        if conn.broken:
-            pooled.invalidate()
 
 
 class HeldConnection:
@@ -82,9 +72,7 @@ class HeldConnection:
     """
 
     def __init__(self, sessions: sessionmaker[Session]) -> None:
-        bind = sessions.kw["bind"]
-        assert isinstance(bind, Engine)
-        self._bind = bind
+        self._bind = _engine_of(sessions)
         self._pooled: Any = None
 
     def execute(self, query: str, params: Any, row_factory: Any) -> Any:
@@ -105,10 +93,21 @@ class HeldConnection:
     def _connection(self) -> PgConnection[Any]:
         if self._pooled is None:
             self._pooled = self._bind.raw_connection()
-            self._pooled.driver_connection.autocommit = True
-        conn = self._pooled.driver_connection
-        assert isinstance(conn, PgConnection)
-        return conn
+            _driver_of(self._pooled).autocommit = True
+        return _driver_of(self._pooled)
+
+
+def _engine_of(sessions: sessionmaker[Session]) -> Engine:
+    bind = sessions.kw["bind"]
+    assert isinstance(bind, Engine)
+    return bind
+
+
+def _driver_of(pooled: Any) -> PgConnection[Any]:
+    """The psycopg connection of a pooled connection (``Engine.raw_connection``)."""
+    conn = pooled.driver_connection
+    assert isinstance(conn, PgConnection)
+    return conn
 
 
 def make_sessions(engine: Engine) -> sessionmaker[Session]:
@@ -122,6 +121,4 @@ def driver(session: Session) -> PgConnection[Any]:
     For the hot paths (the engine's batches, the beat's fires): hand-written SQL with
     arrays costs a fraction of the ORM's Python for hundreds of rows.
     """
-    connection = session.connection().connection.driver_connection
-    assert isinstance(connection, PgConnection)
-    return connection
+    return _driver_of(session.connection().connection)

@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from common.messaging.loop_timings import LoopTimings
 from common.outage import Outage
-from common.persistence.db import HeldConnection, driver
+from common.persistence.db import HeldConnection
 from common.persistence.outbox import OutboxRelay
 from common.persistence.queries import FIRING_DUE, WATCH_DUE
 from common.unreachable import database_unreachable, outage_wait, redis_unreachable
@@ -120,15 +120,15 @@ class Ticker:
     def tick(self) -> datetime:
         """The firing duties; every ``STEPS_PER_TICK``-th time, all the others too.
 
-        Return when to step next. A step with nothing to fire and nothing sent to forget
-        opens no transaction: its probe runs alone, in autocommit.
+        Return when to step next. A step with nothing to fire (and not a full one) opens
+        no transaction: its probe runs alone, in autocommit.
         """
         now = self._clock()
         horizon = now + self._lookahead
         full = self._steps % STEPS_PER_TICK == 0
         self._steps += 1
-        due = None if full else self._firing_due(horizon)
-        if due is not None and not self._has_work(due):
+        due = self._firing_due(horizon)
+        if not full and not self._has_work(due):
             self._relay_left(now)
             return now + self._interval / STEPS_PER_TICK
         with self._sessions.begin() as session:
@@ -168,17 +168,13 @@ class Ticker:
         return self._cron_work(due) or due.runs or due.retries
 
     def _fire(
-        self, session: Session, now: datetime, horizon: datetime, due: FiringDue | None = None,
+        self, session: Session, now: datetime, horizon: datetime, due: FiringDue,
     ) -> list[int]:
         """Cron fires, runs to start and retries due by ``horizon``: timed activations.
 
-        One query first says which duties have anything to do (an idle step is one round
-        trip, not five); one that comes due just after it is taken a step later.
+        The probe (``due``) first says which duties have anything to do (an idle step is
+        one round trip, not five); one that comes due just after it is taken a step later.
         """
-        if due is None:
-            due = driver(session).cursor(row_factory=args_row(FiringDue)).execute(
-                FIRING_DUE, {"horizon": horizon}).fetchone()
-            assert due is not None
         fire_crons = self._cron_work(due)
         ids = []
         if fire_crons:  # first: the runs it creates are started below
