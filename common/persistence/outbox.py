@@ -30,7 +30,6 @@ is overdue by its grace.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -43,6 +42,7 @@ from common.messaging.bundling import bundle_dispatches
 from common.messaging.publisher import Outgoing, Publisher
 from common.persistence.arrays import literal, literals
 from common.persistence.db import driver
+from common.persistence.json_text import json_text
 from common.persistence.queries import (
     DELETE_OUTBOX,
     INSERT_OUTBOX,
@@ -84,7 +84,7 @@ def enqueue_on(
     due = list(due_at) if due_at is not None else [None] * len(messages)
     cur.execute(INSERT_OUTBOX, literals((
         [m.queue for m in messages], [m.task_name for m in messages],
-        [m.task_id for m in messages], [json.dumps(m.payload) for m in messages], due,
+        [m.task_id for m in messages], [json_text(m.payload) for m in messages], due,
     )))
 
 

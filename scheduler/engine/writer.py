@@ -9,7 +9,6 @@ pipeline mode, all writes of a batch go to the server together.
 from __future__ import annotations
 
 import functools
-import json
 import uuid
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -21,6 +20,7 @@ from psycopg.types.json import Jsonb
 
 from common.messaging.publisher import Outgoing
 from common.persistence.arrays import literal, literals
+from common.persistence.json_text import json_text
 from common.persistence.notify_events import events_json
 from common.persistence.outbox import enqueue_on, forget, written_ids
 from common.persistence.queries import (
@@ -123,7 +123,7 @@ def _write_updates(
         for name, sql_type in zip(columns, types, strict=True):
             values = [getattr(update, name) for _, update in rows]
             if sql_type == "jsonb":
-                values = [None if v is None else json.dumps(v) for v in values]
+                values = [None if v is None else json_text(v) for v in values]
             arrays.append(literal(values))
         cur.execute(update_statement(table, columns, types, extra), arrays)
 
