@@ -11,8 +11,12 @@ connections, so the generator took a whole core of the two and measured itself (
 its stalls let the server close idle connections under it: the one ReadError seen).
 
     .venv/bin/python bench/api_load.py [--clients 200] [--seconds 30] [--workers 1]
+        [--mix mix|read|poll]
 
 ``--workers`` is the API's (``stellwerk api --workers N``: N processes; 0 one per core).
+``--mix read`` has every client read one job in a loop (what a read costs, without the
+creates and lists beside it); ``--mix poll`` has them poll one run each with its last
+``ETag``, as a UI or a CI system waiting for a run does (every answer a 304).
 
 Servers: ``STELLWERK_BENCH_DATABASE_URL`` / ``STELLWERK_BENCH_REDIS_URL`` or embedded.
 """
@@ -89,14 +93,63 @@ async def client_loop(recorder: Recorder, until: float) -> None:
         await recorder.call("list", "GET", "/jobs", params={"limit": "20"})
 
 
-async def load(base: str, clients: int, seconds: float) -> Recorder:
-    connector = aiohttp.TCPConnector(limit=clients)
-    headers = {"Authorization": f"Bearer {TOKEN}"}
-    async with aiohttp.ClientSession(connector=connector, headers=headers,
-                                     timeout=aiohttp.ClientTimeout(total=60)) as api:
+async def read_loop(recorder: Recorder, job_id: str, until: float) -> None:
+    """Read one job until ``until`` (``--mix read``: what a read costs, alone)."""
+    while time.monotonic() < until:
+        await recorder.call("read", "GET", f"/jobs/{job_id}")
+
+
+async def poll_loop(recorder: Recorder, run_id: str, until: float) -> None:
+    """Poll one run with its last ``ETag`` until ``until`` (``--mix poll``: a UI or a CI
+    system waiting for a run; the run does not change, so every answer is a 304)."""
+    path = f"{recorder.base}/runs/{run_id}"
+    async with recorder.api.get(path) as first:
+        tag = first.headers["ETag"]
+    while time.monotonic() < until:
+        started = time.perf_counter()
+        try:
+            async with recorder.api.get(path, headers={"If-None-Match": tag}) as response:
+                await response.read()
+        except (aiohttp.ClientError, TimeoutError) as error:
+            recorder.errors.append(f"poll: {type(error).__name__}: {error}")
+            continue
+        recorder.latencies["poll"].append((time.perf_counter() - started) * 1000)
+        if response.status != 304:
+            recorder.errors.append(f"poll: {response.status}, not 304")
+
+
+def session_of(clients: int) -> aiohttp.ClientSession:
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=clients),
+        headers={"Authorization": f"Bearer {TOKEN}"}, timeout=aiohttp.ClientTimeout(total=60))
+
+
+async def prepare(base: str, mix: str, clients: int) -> list[str]:
+    """For ``read`` and ``poll``: a job (a draft) or a run (of a one-off job) per client."""
+    if mix == "mix":
+        return []
+    async with session_of(clients) as api:
+        recorder = Recorder(api, base)
+        draft = mix == "read"
+        made = await asyncio.gather(*(recorder.call(
+            "create", "POST", "/jobs", json={**JOB, "name": f"load-{uuid.uuid4().hex}",
+                                             "draft": draft}) for _ in range(clients)))
+    if recorder.errors or any(item is None for item in made):
+        raise SystemExit(f"could not prepare: {recorder.errors[:3]}")
+    return [str(item["id" if draft else "run_id"]) for item in made if item is not None]
+
+
+async def load(base: str, clients: int, seconds: float, mix: str, ids: list[str]) -> Recorder:
+    async with session_of(clients) as api:
         recorder = Recorder(api, base)
         until = time.monotonic() + seconds
-        await asyncio.gather(*(client_loop(recorder, until) for _ in range(clients)))
+        if mix == "read":
+            loops = [read_loop(recorder, job_id, until) for job_id in ids]
+        elif mix == "poll":
+            loops = [poll_loop(recorder, run_id, until) for run_id in ids]
+        else:
+            loops = [client_loop(recorder, until) for _ in range(clients)]
+        await asyncio.gather(*loops)
     return recorder
 
 
@@ -105,6 +158,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--mix", choices=["mix", "read", "poll"], default="mix",
+                        help="mix: create, read, list; read: job reads only; poll: "
+                             "conditional reads of an unchanged run (304s)")
     args = parser.parse_args()
     port = free_port()
     with servers() as (database_url, redis_url), Processes() as procs:
@@ -114,13 +170,14 @@ def main() -> None:
                             str(port), "--workers", str(args.workers)], env)
         base = f"http://127.0.0.1:{port}/api/v1"
         wait_for(lambda: _healthy(base), 60, "the API did not come up", poll_s=0.2)
+        ids = asyncio.run(prepare(base, args.mix, args.clients))
         api_cpu_before, own_before = procs.cpu_seconds()["api"], _own_cpu_s()
-        recorder = asyncio.run(load(base, args.clients, args.seconds))
+        recorder = asyncio.run(load(base, args.clients, args.seconds, args.mix, ids))
         api_cpu, own_cpu = procs.cpu_seconds()["api"] - api_cpu_before, _own_cpu_s() - own_before
     latencies, errors = recorder.latencies, recorder.errors
     total = sum(len(v) for v in latencies.values())
-    print(f"{args.clients} clients for {args.seconds:g} s against `stellwerk api --workers "
-          f"{args.workers}`: "
+    print(f"{args.clients} clients ({args.mix}) for {args.seconds:g} s against `stellwerk api "
+          f"--workers {args.workers}`: "
           f"{total} requests ({total / args.seconds:.0f}/s), {len(errors)} errors")
     print(f"  CPU: api {api_cpu:.1f} s ({api_cpu / max(total, 1) * 1000:.1f} ms a request), "
           f"load generator {own_cpu:.1f} s")

@@ -131,6 +131,26 @@ READ_JOB_TASKS = (
 )
 
 
+# ---- Showing one run (the API's reads): scheduler.services.run_queries ----
+
+# What a run's ``ETag`` is made of, and whose it is: its version, its job's, the tenant.
+RUN_VERSIONS = (
+    "SELECT r.version, j.version, j.tenant FROM runs AS r JOIN jobs AS j ON j.id = r.job_id "
+    "WHERE r.id = %s"
+)
+
+READ_RUN = "SELECT * FROM runs WHERE id = %s"
+
+# Its task runs in the job's task order, each with its task's binding (the columns of
+# ``ShownTaskRun``, then ``binding``); pipelined with ``READ_RUN``.
+READ_RUN_TASKS = (
+    "SELECT r.id, r.name, r.type, r.state, r.attempt, r.worker, r.output, r.message, "
+    "  r.started_at, r.finished_at, r.waiting_for, t.binding "
+    "FROM task_runs AS r JOIN tasks AS t ON t.id = r.task_id WHERE r.run_id = %s "
+    "ORDER BY t.position"
+)
+
+
 # ---- Retention: common.persistence.retention ----
 
 # The job's runs up to its (keep + 1)-th newest may go: ``OFFSET keep`` on the unique

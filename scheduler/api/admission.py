@@ -7,11 +7,16 @@ threads, every thread could wait for a connection while every connection was hel
 a request waiting for a thread: 200 clients deadlocked the API until the pool's 30 s
 timeout (measured with ``bench/api_load.py``). Requests beyond the limit wait here, in
 arrival order, holding nothing.
+
+The reads the event loop answers (a job, a run: ``Resources.reads``) hold no thread and
+take their connection from a pool of their own, which queues them: they take no slot,
+so a poller is not kept waiting behind creates and lists.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -20,13 +25,18 @@ class Admission:
     """ASGI middleware: at most ``limit`` HTTP requests are being handled at a time.
 
     Long-lived streams must not take a slot: server-sent events (list their path
-    prefixes in ``exempt``) and followed logs (any request with ``follow=true``).
+    prefixes in ``exempt``) and followed logs (any request with ``follow=true``); nor do
+    the ``GET`` requests whose paths ``on_loop`` matches in full.
     """
 
-    def __init__(self, app: ASGIApp, limit: int, exempt: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self, app: ASGIApp, limit: int, exempt: tuple[str, ...] = (),
+        on_loop: re.Pattern[str] | None = None,
+    ) -> None:
         """Wrap ``app``."""
         self.app = app
         self.exempt = exempt
+        self.on_loop = on_loop
         self._limit = limit
         self._slots: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -36,6 +46,8 @@ class Admission:
         if (
             scope["type"] != "http" or scope["path"].startswith(self.exempt)
             or b"follow=true" in scope.get("query_string", b"")
+            or (self.on_loop is not None and scope["method"] == "GET"
+                and self.on_loop.fullmatch(scope["path"]))
         ):
             await self.app(scope, receive, send)
             return

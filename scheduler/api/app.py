@@ -6,6 +6,7 @@ Connections are opened in the lifespan and closed after it, so that creating an 
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
@@ -51,9 +52,11 @@ def create_app(settings: Settings, *, clock: Clock = utcnow) -> FastAPI:
         to_thread.current_default_thread_limiter().total_tokens = REQUEST_THREADS
         resources = Resources.open(settings, clock, pool_size=REQUEST_THREADS)
         app.state.resources = resources
+        await resources.open_reads()
         try:
             yield
         finally:
+            await resources.close_reads()
             resources.close()
 
     app = FastAPI(
@@ -72,6 +75,7 @@ def create_app(settings: Settings, *, clock: Clock = utcnow) -> FastAPI:
     # Streams hold no thread and no connection while they last: they take no slot.
     app.add_middleware(
         Admission, limit=REQUEST_THREADS, exempt=(f"{base}{EVENTS_PATH}",),
+        on_loop=re.compile(f"{re.escape(base)}/(?:jobs|runs)/[^/]+"),
     )  # inside: bodies are read first
     app.add_middleware(BodySizeLimit, max_bytes=limits.max_body_bytes)
     if tracing_on():  # a span per request, the root of the traces of runs it creates

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime
 from email.message import Message
-from typing import Annotated
+from typing import Annotated, TypeVar
 from uuid import UUID
 
 from fastapi import Depends, Path, Request
@@ -18,6 +18,8 @@ from scheduler.api.errors import Unauthorized, UnsupportedMediaType
 from scheduler.api.resources import Resources
 from scheduler.services.access import Scope, require_scope
 from scheduler.services.job_names import job_id_of
+
+T = TypeVar("T")
 
 # Stateless: it only reads the header and documents the scheme in OpenAPI. Errors are
 # raised by ``get_principal`` so that they come out as problem+json like all others.
@@ -59,8 +61,23 @@ async def get_now(resources: ResourcesDep) -> datetime:
 NowDep = Annotated[datetime, Depends(get_now)]
 
 
+async def in_session(resources: Resources, read: Callable[[Session], T]) -> T:
+    """``read`` in a session of its own, on a request thread.
+
+    For the lookups of dependencies every route has (an API token, a job's name): were
+    they to take the request's session, every request would pay for one, the reads the
+    event loop answers (:data:`Resources.reads`) included.
+    """
+
+    def run() -> T:
+        with resources.sessions() as session:
+            return read(session)
+
+    return await run_in_threadpool(run)
+
+
 async def get_principal(
-    resources: ResourcesDep, session: SessionDep, now: NowDep,
+    resources: ResourcesDep, now: NowDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
     """The caller behind the bearer token; 401 without a valid one.
@@ -72,8 +89,8 @@ async def get_principal(
     if credentials is None:
         raise Unauthorized("missing bearer token: send 'Authorization: Bearer <token>'")
     authenticator, token = resources.authenticator, credentials.credentials
-    principal = authenticator.admin(token) or await run_in_threadpool(
-        authenticator.api_token, session, token, now)
+    principal = authenticator.admin(token) or await in_session(
+        resources, lambda session: authenticator.api_token(session, token, now))
     if principal is None:
         raise Unauthorized("invalid bearer token (unknown, deleted or expired)")
     return principal
@@ -112,13 +129,14 @@ async def job_ref(
     job_id: Annotated[str, Path(
         min_length=1, max_length=200, description="The job's id, or its name in its tenant.",
     )],
-    session: SessionDep, principal: PrincipalDep,
+    resources: ResourcesDep, principal: PrincipalDep,
 ) -> UUID:
     """The id of the job the path names by id or by name (issue 17); a name is looked up."""
     try:
         return UUID(job_id)
     except ValueError:
-        return await run_in_threadpool(job_id_of, session, job_id, principal.tenant)
+        return await in_session(
+            resources, lambda session: job_id_of(session, job_id, principal.tenant))
 
 
 JobIdDep = Annotated[UUID, Depends(job_ref)]

@@ -3,14 +3,21 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, TypeVar
 
+import orjson
+import psycopg
 import redis
+from psycopg import AsyncConnection
+from psycopg.types.json import set_json_loads
+from psycopg_pool import AsyncConnectionPool
 from pydantic import SecretStr
 from sqlalchemy import Engine
 from sqlalchemy.orm import Session, sessionmaker
+from starlette.concurrency import run_in_threadpool
 
 from common.config import Settings
 from common.egress import EgressPolicy
@@ -32,6 +39,9 @@ from scheduler.services.serving import ServedTypes
 Clock = Callable[[], datetime]
 
 log = logging.getLogger("stellwerk.api")
+T = TypeVar("T")
+# The ``application_name`` of the reads' connections (``pg_stat_activity`` tells them).
+READS_APPLICATION = "stellwerk-api-reads"
 
 
 @dataclass(frozen=True)
@@ -55,6 +65,9 @@ class Resources:
     served_types: ServedTypes
     # Targets refused when written, where the policy can judge them without a lookup.
     egress: EgressPolicy
+    # Connections for the reads that run on the event loop (a job, a run): no request
+    # thread, no Session. Opened and closed by the app's lifespan (:meth:`open_reads`).
+    reads: AsyncConnectionPool[AsyncConnection[Any]]
 
     @classmethod
     def open(cls, settings: Settings, clock: Clock = utcnow, pool_size: int = 5) -> Resources:
@@ -82,6 +95,11 @@ class Resources:
             callback_key=settings.secret_key,
             served_types=ServedTypes(lambda: live_workers(client)),
             egress=settings.egress,
+            reads=AsyncConnectionPool(
+                database_url, min_size=1, max_size=pool_size, open=False,
+                kwargs={"autocommit": True, "application_name": READS_APPLICATION},
+                configure=_orjson_reads,
+            ),
         )
 
     def relay_now(self, outbox_ids: Sequence[int]) -> None:
@@ -95,7 +113,46 @@ class Resources:
         except Exception:
             log.exception("relaying outbox rows %s failed; the beat will send them", outbox_ids)
 
+    async def served_now(self) -> frozenset[str] | None:
+        """:attr:`served_types` for a route on the event loop.
+
+        A Redis read (when what was read is stale) goes to a request thread, so that a
+        slow Redis stalls no loop.
+        """
+        if self.served_types.fresh():
+            return self.served_types()
+        return await run_in_threadpool(self.served_types)
+
+    async def open_reads(self) -> None:
+        """Open the event loop's pool (in the lifespan: it needs the running loop)."""
+        await self.reads.open()
+
+    async def close_reads(self) -> None:
+        """Close the event loop's pool."""
+        await self.reads.close()
+
+    async def read(self, query: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
+        """``query`` on a connection of :attr:`reads`; once more on another if it broke.
+
+        Nothing checks a pooled connection before it is lent (a round trip each time):
+        after a PostgreSQL restart the first read on each old connection fails, and is
+        tried again on a new one, as the Session's pre-ping would have done.
+        """
+        async with self.reads.connection() as conn:
+            try:
+                return await query(conn)
+            except psycopg.OperationalError:
+                if not conn.broken:
+                    raise
+        async with self.reads.connection() as conn:
+            return await query(conn)
+
     def close(self) -> None:
         """Release the connection pools."""
         self.redis.close()
         self.engine.dispose()
+
+
+async def _orjson_reads(conn: AsyncConnection[Any]) -> None:
+    """``jsonb`` read with orjson, as the Sessions' engine does (``make_engine``)."""
+    set_json_loads(orjson.loads, conn)

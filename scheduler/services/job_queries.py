@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
+from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from sqlalchemy import ColumnElement, Row, Select, and_, case, func, or_, select, tuple_
 from sqlalchemy.orm import Session
@@ -98,7 +99,21 @@ def read_job(session: Session, job_id: UUID) -> JobDetail:
     with conn.pipeline():
         job_rows = conn.cursor(row_factory=dict_row).execute(READ_JOB, (job_id,))
         task_rows = conn.cursor(row_factory=dict_row).execute(READ_JOB_TASKS, (job_id,))
-    row = job_rows.fetchone()
+    return job_detail(job_id, job_rows.fetchone(), task_rows.fetchall())
+
+
+async def read_job_async(conn: AsyncConnection[Any], job_id: UUID) -> JobDetail:
+    """:func:`read_job` on an async connection: the API's reads run on its event loop."""
+    async with conn.pipeline():
+        job_rows = await conn.cursor(row_factory=dict_row).execute(READ_JOB, (job_id,))
+        task_rows = await conn.cursor(row_factory=dict_row).execute(READ_JOB_TASKS, (job_id,))
+    return job_detail(job_id, await job_rows.fetchone(), await task_rows.fetchall())
+
+
+def job_detail(
+    job_id: UUID, row: dict[str, Any] | None, task_rows: list[dict[str, Any]],
+) -> JobDetail:
+    """A :data:`READ_JOB` row and its :data:`READ_JOB_TASKS` rows as a detached detail."""
     if row is None:
         raise NotFound("job", job_id)
     first_id, storage = row.pop("first_run_id"), row.pop("storage")
@@ -107,7 +122,7 @@ def read_job(session: Session, job_id: UUID) -> JobDetail:
     job = Job(**row)
     run = Run(job_id=job_id, **latest) if latest["id"] is not None else None
     summary = JobSummary(job, job_state(job, latest["state"]), first_id, latest["id"], run)
-    return JobDetail(summary, [_task_view(task) for task in task_rows.fetchall()], storage or {})
+    return JobDetail(summary, [_task_view(task) for task in task_rows], storage or {})
 
 
 def _task_view(row: dict[str, Any]) -> TaskView:

@@ -8,11 +8,15 @@ from datetime import datetime
 from typing import Any, NamedTuple
 from uuid import UUID
 
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
 from common.domain.states import TaskState
-from common.persistence.models import Job, JournalEntry, Run, Task, TaskLog, TaskRun
+from common.persistence.db import driver
+from common.persistence.models import Job, JournalEntry, Run, TaskLog, TaskRun
+from common.persistence.queries import READ_RUN, READ_RUN_TASKS, RUN_VERSIONS
 from scheduler.services.errors import InvalidInput, NotFound
 from scheduler.services.pages import Page, decode_cursor, encode_cursor
 
@@ -46,9 +50,6 @@ class ShownTaskRun(NamedTuple):
     waiting_for: str | None
 
 
-_SHOWN = [getattr(TaskRun, name) for name in ShownTaskRun._fields]
-
-
 @dataclass(frozen=True)
 class RunDetail:
     """A run with its task runs, in the job's task order, and each one's binding."""
@@ -60,15 +61,36 @@ class RunDetail:
 
 
 def get_run(session: Session, run_id: UUID) -> RunDetail:
-    """The run with its task runs and progress, or :class:`NotFound`."""
-    run = require_run(session, run_id)
-    rows = session.execute(
-        select(*_SHOWN, Task.binding).join(Task, Task.id == TaskRun.task_id)
-        .where(TaskRun.run_id == run_id).order_by(Task.position)
-    ).all()
-    tasks = [ShownTaskRun(*row[:-1]) for row in rows]
-    bindings = {row[0]: row[-1] for row in rows if row[-1]}
-    return RunDetail(RunSummary(run, progress(Counter(t.state for t in tasks))), tasks, bindings)
+    """The run with its task runs and progress, or :class:`NotFound`.
+
+    Plain SQL in one round trip, as :func:`get_run_async` reads it on the API's event
+    loop; the run is a detached object, to show, not to change.
+    """
+    conn = driver(session)
+    with conn.pipeline():
+        run_rows = conn.cursor(row_factory=dict_row).execute(READ_RUN, (run_id,))
+        task_rows = conn.execute(READ_RUN_TASKS, (run_id,))
+    return run_detail(run_id, run_rows.fetchone(), task_rows.fetchall())
+
+
+async def get_run_async(conn: AsyncConnection[Any], run_id: UUID) -> RunDetail:
+    """:func:`get_run` on an async connection (the API's reads of a run)."""
+    async with conn.pipeline():
+        run_rows = await conn.cursor(row_factory=dict_row).execute(READ_RUN, (run_id,))
+        task_rows = await conn.execute(READ_RUN_TASKS, (run_id,))
+    return run_detail(run_id, await run_rows.fetchone(), await task_rows.fetchall())
+
+
+def run_detail(
+    run_id: UUID, row: dict[str, Any] | None, task_rows: list[tuple[Any, ...]],
+) -> RunDetail:
+    """A :data:`READ_RUN` row and its :data:`READ_RUN_TASKS` rows as a detail."""
+    if row is None:
+        raise NotFound("run", run_id)
+    tasks = [ShownTaskRun(*task[:-1]) for task in task_rows]
+    bindings = {task[0]: task[-1] for task in task_rows if task[-1]}
+    summary = RunSummary(Run(**row), progress(Counter(t.state for t in tasks)))
+    return RunDetail(summary, tasks, bindings)
 
 
 def list_runs(
@@ -109,18 +131,22 @@ def task_logs(
     return list(session.scalars(query.order_by(TaskLog.id)))
 
 
-def run_versions(session: Session, run_id: UUID, tenant: str | None) -> tuple[int, int]:
+async def run_versions(
+    conn: AsyncConnection[Any], run_id: UUID, tenant: str | None,
+) -> tuple[int, int]:
     """The run's version and its job's, or :class:`NotFound` (``tenant``'s runs only).
 
     The engine bumps a run's version in every transaction that changes the run or its
     task runs (``scheduler.engine.writer``), and nothing else writes what a run's
     representation shows; the job's version covers its tasks' bindings. So a reader
-    that saw these two numbers has seen that run, and one query answers "changed?".
+    that saw these two numbers has seen that run, and one query answers "changed?"
+    (a poll's 304 costs this read only).
     """
-    row = session.execute(
-        select(Run.version, Job.version, Job.tenant).join(Job, Job.id == Run.job_id)
-        .where(Run.id == run_id)
-    ).one_or_none()
+    cursor = await conn.execute(RUN_VERSIONS, (run_id,))
+    return _versions(run_id, await cursor.fetchone(), tenant)
+
+
+def _versions(run_id: UUID, row: tuple[Any, ...] | None, tenant: str | None) -> tuple[int, int]:
     if row is None or (tenant is not None and row[2] != tenant):
         raise NotFound("run", run_id)
     return int(row[0]), int(row[1])

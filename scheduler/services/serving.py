@@ -79,6 +79,10 @@ class ServedTypes:
         finally:
             self._reading.release()
 
+    def fresh(self) -> bool:
+        """Whether a call now answers from what was read (no Redis round trip)."""
+        return self.clock() - self._read_at < self.fresh_for.total_seconds()
+
     def _read(self, now: float) -> frozenset[str] | None:
         try:
             workers = self.fetch_workers()

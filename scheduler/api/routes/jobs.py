@@ -36,7 +36,7 @@ from scheduler.api.schemas import (
 )
 from scheduler.services.access import listed_tenant, tenant_of_new_job
 from scheduler.services.egress_checks import check_job
-from scheduler.services.errors import InvalidInput
+from scheduler.services.errors import InvalidInput, NotFound
 from scheduler.services.job_apply import apply_job
 from scheduler.services.job_lifecycle import commit_job, delete_job
 from scheduler.services.job_queries import (
@@ -45,6 +45,7 @@ from scheduler.services.job_queries import (
     get_job,
     list_jobs,
     read_job,
+    read_job_async,
 )
 from scheduler.services.job_update import update_job
 from scheduler.services.jobs import create_job
@@ -117,13 +118,14 @@ def list_(
     return JobsPublic.of(list_jobs(session, filters, limit, cursor))
 
 
-@router.get("/{job_id}", dependencies=[Depends(scope("job.read"))])
-def read(
-    job_id: JobIdDep, session: SessionDep, principal: PrincipalDep, resources: ResourcesDep
-) -> JobPublic:
+@router.get("/{job_id}", response_model=JobPublic, dependencies=[Depends(scope("job.read"))])
+async def read(job_id: JobIdDep, principal: PrincipalDep, resources: ResourcesDep) -> Response:
     """One job with its tasks and storage."""
-    visible_job(session, job_id, principal.tenant)
-    return JobPublic.of_detail(read_job(session, job_id), resources.served_types())
+    detail = await resources.read(lambda conn: read_job_async(conn, job_id))
+    if principal.tenant is not None and detail.summary.job.tenant != principal.tenant:
+        raise NotFound("job", job_id)
+    body = JobPublic.of_detail(detail, await resources.served_now())
+    return Response(body.model_dump_json(by_alias=True), media_type="application/json")
 
 
 @router.post("/{job_id}/runs", status_code=201, dependencies=[Depends(scope("job"))])

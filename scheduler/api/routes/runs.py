@@ -29,6 +29,7 @@ from scheduler.services.run_lists import RunFilter, list_all_runs
 from scheduler.services.run_queries import (
     find_task_run,
     get_run,
+    get_run_async,
     journal,
     run_versions,
     task_logs,
@@ -71,26 +72,30 @@ def list_(
     "/{run_id}", response_model=RunPublic, dependencies=[Depends(scope("job.read"))],
     responses={304: {"description": "Unchanged since the `ETag` sent in `If-None-Match`."}},
 )
-def read(
-    run_id: UUID, session: SessionDep, principal: PrincipalDep, resources: ResourcesDep,
+async def read(
+    run_id: UUID, principal: PrincipalDep, resources: ResourcesDep,
     if_none_match: Annotated[str | None, Header(
         description="The `ETag` of the last read: 304 if the run has not changed since.",
     )] = None,
-) -> Response | RunPublic:
+) -> Response:
     """The run with its state, progress and tasks; a READY task says what it waits for.
 
     Pollers send the last `ETag` back in `If-None-Match`: an unchanged run is a 304,
     answered from two version numbers without reading or serializing its tasks.
     """
-    served = resources.served_types()
+    # The route pollers call: read on the event loop (no request thread, no Session).
+    served = await resources.served_now()
     # The versions are read before the run: a change committed in between makes the
     # body newer than its tag (the next poll reads again), never the reverse.
-    tag = run_etag(*run_versions(session, run_id, principal.tenant), served)
+    versions = await resources.read(
+        lambda conn: run_versions(conn, run_id, principal.tenant))
+    tag = run_etag(*versions, served)
     # no-cache: a browser keeps the body but asks again every time (the UI's fetches).
     headers = {"ETag": tag, "Cache-Control": "no-cache"}
     if if_none_match is not None and _matches(if_none_match, tag):
         return Response(status_code=304, headers=headers)
-    body = RunPublic.of_detail(get_run(session, run_id), served)
+    detail = await resources.read(lambda conn: get_run_async(conn, run_id))
+    body = RunPublic.of_detail(detail, served)
     return Response(body.model_dump_json(by_alias=True), media_type="application/json",
                     headers=headers)
 

@@ -61,3 +61,16 @@ def test_while_one_request_reads_the_workers_the_others_answer_with_the_last_rea
         assert served() == frozenset({"noop"})
     served.fetch_workers = lambda: [{"types": ["shell"]}]
     assert served() == frozenset({"shell"})
+
+
+def test_it_says_when_a_call_would_read_redis() -> None:
+    """The API's routes on the event loop send a call that would read Redis to a thread."""
+    now = [0.0]
+    served = ServedTypes(lambda: [{"types": ["noop"]}], timedelta(seconds=1),
+                         clock=lambda: now[0])
+    assert not served.fresh()
+    served()
+    now[0] = 0.9
+    assert served.fresh()
+    now[0] = 1.0
+    assert not served.fresh()

@@ -1,0 +1,56 @@
+"""The reads the API answers on its event loop: a job and a run (``Resources.reads``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+from fastapi.testclient import TestClient
+
+from common.config import Settings
+from scheduler.api.resources import READS_APPLICATION
+from tests.integration.api.conftest import JobBody
+
+
+@pytest.fixture
+def job(client: TestClient, job_body: JobBody) -> dict[str, Any]:
+    """A one-off job with params and a bound and a plain task: its run starts at once."""
+    body = job_body(params={"region": "eu"}, tasks=[
+        {"name": "fetch", "type": "noop", "params": {"n": 1}, "next": ["store"]},
+        {"name": "store", "type": "sleep", "params": {"seconds": 1}},
+    ])
+    response = client.post("/api/v1/jobs", json=body)
+    assert response.status_code == 201, response.text
+    return dict(response.json())
+
+
+def test_reads_survive_the_loss_of_their_connections(
+    client: TestClient, api_settings: Settings, job: dict[str, Any],
+) -> None:
+    """A server restart drops every pooled connection: the next read of each is retried
+    on a new one, not answered with an error."""
+    run = {"id": job["run_id"]}
+    assert client.get(f"/api/v1/jobs/{job['id']}").status_code == 200
+    assert client.get(f"/api/v1/runs/{run['id']}").status_code == 200
+    assert api_settings.database_url is not None
+    with psycopg.connect(api_settings.database_url, autocommit=True) as admin:
+        ended = admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE application_name = %s AND datname = current_database()",
+            (READS_APPLICATION,)).fetchall()
+    assert ended and all(row[0] for row in ended)
+    read = client.get(f"/api/v1/jobs/{job['id']}")
+    assert read.status_code == 200, read.text
+    assert read.json()["id"] == job["id"]
+    polled = client.get(f"/api/v1/runs/{run['id']}")
+    assert polled.status_code == 200, polled.text
+    assert polled.json()["id"] == run["id"]
+
+
+def test_a_job_and_a_run_read_on_the_loop_are_what_the_session_reads(
+    client: TestClient, job: dict[str, Any],
+) -> None:
+    """The create's answer is read through the Session; a read of the same job through
+    the loop's connection answers the same document."""
+    assert client.get(f"/api/v1/jobs/{job['id']}").json() == job
