@@ -166,8 +166,10 @@ def main() -> None:
     with servers() as (database_url, redis_url), Processes() as procs:
         env = {**os.environ, "STELLWERK_DATABASE_URL": database_url,
                "STELLWERK_REDIS_URL": redis_url, "STELLWERK_ADMIN_TOKEN": TOKEN}
+        # ``--workers`` only when asked: an API from before it (issue 18's start) runs too.
+        workers = ["--workers", str(args.workers)] if args.workers != 1 else []
         procs.start("api", [sys.executable, "-m", "scheduler.cli.main", "api", "--port",
-                            str(port), "--workers", str(args.workers)], env)
+                            str(port), *workers], env)
         base = f"http://127.0.0.1:{port}/api/v1"
         wait_for(lambda: _healthy(base), 60, "the API did not come up", poll_s=0.2)
         ids = asyncio.run(prepare(base, args.mix, args.clients))

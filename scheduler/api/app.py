@@ -37,7 +37,12 @@ def api_base(path_prefix: str) -> str:
     return f"/{prefix}{API_VERSION_PATH}" if prefix else API_VERSION_PATH
 
 
-REQUEST_THREADS = 16
+# Sync routes' threads (and admitted requests, and pooled connections) of one process.
+# Python runs one of them at a time: more only contend for the GIL with the event loop,
+# which answers the reads (``Resources.reads``). Measured with ``bench/api_load.py``
+# (200 clients creating, reading, listing): 16 threads, 180-187 requests/s and a read's
+# p99 386-732 ms; 4 threads, 212-232 requests/s and 15 ms. More cores: ``--workers``.
+REQUEST_THREADS = 4
 
 
 def create_app(settings: Settings, *, clock: Clock = utcnow) -> FastAPI:
