@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import orjson
@@ -42,6 +42,10 @@ log = logging.getLogger("stellwerk.api")
 T = TypeVar("T")
 # The ``application_name`` of the reads' connections (``pg_stat_activity`` tells them).
 READS_APPLICATION = "stellwerk-api-reads"
+# How long a read waits for a connection of its pool. Reads take a millisecond each, so
+# this is only reached while PostgreSQL cannot be reached: the pool keeps trying in the
+# background, and the read fails (500) after this, as a sync route's fails at once.
+READS_WAIT = timedelta(seconds=5)
 
 
 @dataclass(frozen=True)
@@ -97,6 +101,7 @@ class Resources:
             egress=settings.egress,
             reads=AsyncConnectionPool(
                 database_url, min_size=1, max_size=pool_size, open=False,
+                timeout=READS_WAIT.total_seconds(),
                 kwargs={"autocommit": True, "application_name": READS_APPLICATION},
                 configure=_orjson_reads,
             ),

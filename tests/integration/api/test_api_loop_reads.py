@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+import time
+import uuid
 from typing import Any
 
 import psycopg
@@ -9,8 +12,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from common.config import Settings
-from scheduler.api.resources import READS_APPLICATION
-from tests.integration.api.conftest import JobBody
+from scheduler.api.app import create_app
+from scheduler.api.resources import READS_APPLICATION, READS_WAIT
+from tests.integration.api.conftest import JobBody, auth_headers
 
 
 @pytest.fixture
@@ -54,3 +58,21 @@ def test_a_job_and_a_run_read_on_the_loop_are_what_the_session_reads(
     """The create's answer is read through the Session; a read of the same job through
     the loop's connection answers the same document."""
     assert client.get(f"/api/v1/jobs/{job['id']}").json() == job
+
+
+def test_a_read_while_postgresql_cannot_be_reached_fails_after_its_wait(
+    api_settings: Settings,
+) -> None:
+    """The pool keeps trying in the background; the read does not wait for it forever."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    nowhere = api_settings.model_copy(update={
+        "database_url": f"postgresql://nobody@127.0.0.1:{port}/nothing"})
+    with TestClient(create_app(nowhere), headers=auth_headers(),
+                    raise_server_exceptions=False) as client:
+        started = time.monotonic()
+        read = client.get(f"/api/v1/runs/{uuid.uuid4()}")
+        waited_s = time.monotonic() - started
+    assert read.status_code == 500
+    assert READS_WAIT.total_seconds() - 0.5 <= waited_s < READS_WAIT.total_seconds() + 5
