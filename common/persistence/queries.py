@@ -112,22 +112,21 @@ LOAD_EDGES = "SELECT job_id, from_task, to_task FROM task_edges WHERE job_id = A
 
 # ---- Showing one job (the API's reads): scheduler.services.job_queries.read_job ----
 
-# The job, its first run, its latest run and its storage; then its tasks in position
-# order with their successors' names in theirs. One pipelined round trip for both.
+# The job, its first run, its latest run, its storage and its tasks in position order
+# (as JSON), each with its successors' names in theirs: one statement. (Two, pipelined,
+# cost the API's event loop 0.27 ms of CPU against 0.16.)
 READ_JOB = (
     "SELECT j.*, (SELECT f.id FROM runs AS f WHERE f.job_id = j.id AND f.number = 1) "
     "  AS first_run_id, l.id AS latest_id, l.number AS latest_number, "
     "  l.state AS latest_state, l.started_at AS latest_started_at, "
-    "  l.finished_at AS latest_finished_at, s.data AS storage "
+    "  l.finished_at AS latest_finished_at, s.data AS storage, "
+    "  (SELECT json_agg(t ORDER BY t.position) FROM (SELECT d.*, ARRAY("
+    "    SELECT n.name FROM task_edges AS e JOIN tasks AS n ON n.id = e.to_task "
+    "    WHERE e.from_task = d.id ORDER BY n.position) AS successors "
+    "   FROM tasks AS d WHERE d.job_id = j.id) AS t) AS tasks "
     "FROM jobs AS j LEFT JOIN LATERAL (SELECT id, number, state, started_at, finished_at "
     "  FROM runs WHERE job_id = j.id ORDER BY number DESC LIMIT 1) AS l ON true "
     "LEFT JOIN job_storage AS s ON s.job_id = j.id WHERE j.id = %s"
-)
-
-READ_JOB_TASKS = (
-    "SELECT t.*, ARRAY(SELECT n.name FROM task_edges AS e JOIN tasks AS n ON n.id = e.to_task "
-    "  WHERE e.from_task = t.id ORDER BY n.position) AS successors "
-    "FROM tasks AS t WHERE t.job_id = %s ORDER BY t.position"
 )
 
 

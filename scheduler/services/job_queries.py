@@ -22,8 +22,9 @@ from sqlalchemy.orm import Session
 
 from common.domain.states import RUN_TERMINAL, RunState
 from common.persistence.db import driver
+from common.persistence.detached import detached
 from common.persistence.models import Job, JobStorage, Run, Task, TaskEdge
-from common.persistence.queries import READ_JOB, READ_JOB_TASKS
+from common.persistence.queries import READ_JOB
 from scheduler.services.errors import InvalidInput, NotFound
 from scheduler.services.pages import Page, decode_cursor, encode_cursor
 
@@ -95,40 +96,34 @@ def read_job(session: Session, job_id: UUID) -> JobDetail:
     spent answering them. The objects are in no session: to show, not to change
     (``job_update`` and ``job_apply`` use :func:`get_job`).
     """
-    conn = driver(session)
-    with conn.pipeline():
-        job_rows = conn.cursor(row_factory=dict_row).execute(READ_JOB, (job_id,))
-        task_rows = conn.cursor(row_factory=dict_row).execute(READ_JOB_TASKS, (job_id,))
-    return job_detail(job_id, job_rows.fetchone(), task_rows.fetchall())
+    row = driver(session).cursor(row_factory=dict_row).execute(READ_JOB, (job_id,)).fetchone()
+    return job_detail(job_id, row)
 
 
 async def read_job_async(conn: AsyncConnection[Any], job_id: UUID) -> JobDetail:
     """:func:`read_job` on an async connection: the API's reads run on its event loop."""
-    async with conn.pipeline():
-        job_rows = await conn.cursor(row_factory=dict_row).execute(READ_JOB, (job_id,))
-        task_rows = await conn.cursor(row_factory=dict_row).execute(READ_JOB_TASKS, (job_id,))
-    return job_detail(job_id, await job_rows.fetchone(), await task_rows.fetchall())
+    cursor = await conn.cursor(row_factory=dict_row).execute(READ_JOB, (job_id,))
+    return job_detail(job_id, await cursor.fetchone())
 
 
-def job_detail(
-    job_id: UUID, row: dict[str, Any] | None, task_rows: list[dict[str, Any]],
-) -> JobDetail:
-    """A :data:`READ_JOB` row and its :data:`READ_JOB_TASKS` rows as a detached detail."""
+def job_detail(job_id: UUID, row: dict[str, Any] | None) -> JobDetail:
+    """A :data:`READ_JOB` row as a detached detail."""
     if row is None:
         raise NotFound("job", job_id)
-    first_id, storage = row.pop("first_run_id"), row.pop("storage")
+    first_id, storage, tasks = row.pop("first_run_id"), row.pop("storage"), row.pop("tasks")
     latest = {name: row.pop(f"latest_{name}")
               for name in ("id", "number", "state", "started_at", "finished_at")}
-    job = Job(**row)
-    run = Run(job_id=job_id, **latest) if latest["id"] is not None else None
+    job = detached(Job, row)
+    run = detached(Run, {"job_id": job_id, **latest}) if latest["id"] is not None else None
     summary = JobSummary(job, job_state(job, latest["state"]), first_id, latest["id"], run)
-    return JobDetail(summary, [_task_view(task) for task in task_rows], storage or {})
+    return JobDetail(summary, [_task_view(task) for task in tasks or ()], storage or {})
 
 
 def _task_view(row: dict[str, Any]) -> TaskView:
-    """A row of :data:`READ_JOB_TASKS` as a detached task and its successors."""
+    """A task of :data:`READ_JOB` as a detached task (its ids were JSON text)."""
     successors = row.pop("successors")
-    return TaskView(Task(**row), list(successors))
+    task = detached(Task, {**row, "id": UUID(row["id"]), "job_id": UUID(row["job_id"])})
+    return TaskView(task, list(successors))
 
 
 def list_jobs(

@@ -15,6 +15,7 @@ from sqlalchemy.orm import Session
 
 from common.domain.states import TaskState
 from common.persistence.db import driver
+from common.persistence.detached import detached
 from common.persistence.models import Job, JournalEntry, Run, TaskLog, TaskRun
 from common.persistence.queries import READ_RUN, READ_RUN_TASKS, RUN_VERSIONS
 from scheduler.services.errors import InvalidInput, NotFound
@@ -89,7 +90,7 @@ def run_detail(
         raise NotFound("run", run_id)
     tasks = [ShownTaskRun(*task[:-1]) for task in task_rows]
     bindings = {task[0]: task[-1] for task in task_rows if task[-1]}
-    summary = RunSummary(Run(**row), progress(Counter(t.state for t in tasks)))
+    summary = RunSummary(detached(Run, row), progress(Counter(t.state for t in tasks)))
     return RunDetail(summary, tasks, bindings)
 
 
