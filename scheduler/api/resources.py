@@ -124,9 +124,9 @@ class Resources:
         A Redis read (when what was read is stale) goes to a request thread, so that a
         slow Redis stalls no loop.
         """
-        if self.served_types.fresh():
-            return self.served_types()
-        return await run_in_threadpool(self.served_types)
+        if self.served_types.would_read():
+            return await run_in_threadpool(self.served_types)
+        return self.served_types()
 
     async def open_reads(self) -> None:
         """Open the event loop's pool (in the lifespan: it needs the running loop)."""

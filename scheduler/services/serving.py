@@ -79,9 +79,14 @@ class ServedTypes:
         finally:
             self._reading.release()
 
-    def fresh(self) -> bool:
-        """Whether a call now answers from what was read (no Redis round trip)."""
-        return self.clock() - self._read_at < self.fresh_for.total_seconds()
+    def would_read(self) -> bool:
+        """Whether a call now would read Redis.
+
+        Only when what was read is stale and no other call is reading it: while one
+        reads, the others answer with the last reading.
+        """
+        stale = self.clock() - self._read_at >= self.fresh_for.total_seconds()
+        return stale and not self._reading.locked()
 
     def _read(self, now: float) -> frozenset[str] | None:
         try:

@@ -64,13 +64,16 @@ def test_while_one_request_reads_the_workers_the_others_answer_with_the_last_rea
 
 
 def test_it_says_when_a_call_would_read_redis() -> None:
-    """The API's routes on the event loop send a call that would read Redis to a thread."""
+    """The API's routes on the event loop send a call that would read Redis to a thread:
+    one call, while the others answer with the last reading."""
     now = [0.0]
     served = ServedTypes(lambda: [{"types": ["noop"]}], timedelta(seconds=1),
                          clock=lambda: now[0])
-    assert not served.fresh()
+    assert served.would_read()
     served()
     now[0] = 0.9
-    assert served.fresh()
+    assert not served.would_read()
     now[0] = 1.0
-    assert not served.fresh()
+    assert served.would_read()
+    with served._reading:  # another call is reading
+        assert not served.would_read()
