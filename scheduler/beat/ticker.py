@@ -60,7 +60,6 @@ class FiringDue(NamedTuple):
     retries: bool
 
 
-
 @dataclass(frozen=True)
 class WhenDue:
     """A watch duty that runs only when ``WATCH_DUE``'s column ``flag`` says it has work."""

@@ -144,10 +144,7 @@ async def run_versions(
     (a poll's 304 costs this read only).
     """
     cursor = await conn.execute(RUN_VERSIONS, (run_id,))
-    return _versions(run_id, await cursor.fetchone(), tenant)
-
-
-def _versions(run_id: UUID, row: tuple[Any, ...] | None, tenant: str | None) -> tuple[int, int]:
+    row = await cursor.fetchone()
     if row is None or (tenant is not None and row[2] != tenant):
         raise NotFound("run", run_id)
     return int(row[0]), int(row[1])

@@ -70,7 +70,7 @@ class ServedTypes:
     def __call__(self) -> frozenset[str] | None:
         """The served types; None when Redis cannot say (no warning is better than a 500)."""
         now = self.clock()
-        if now - self._read_at < self.fresh_for.total_seconds():
+        if self._fresh(now):
             return self._types
         if not self._reading.acquire(blocking=False):
             return self._types  # another request is reading them: what was read will do
@@ -85,8 +85,10 @@ class ServedTypes:
         Only when what was read is stale and no other call is reading it: while one
         reads, the others answer with the last reading.
         """
-        stale = self.clock() - self._read_at >= self.fresh_for.total_seconds()
-        return stale and not self._reading.locked()
+        return not self._fresh(self.clock()) and not self._reading.locked()
+
+    def _fresh(self, now: float) -> bool:
+        return now - self._read_at < self.fresh_for.total_seconds()
 
     def _read(self, now: float) -> frozenset[str] | None:
         try:
