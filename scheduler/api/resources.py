@@ -137,11 +137,12 @@ class Resources:
         await self.reads.close()
 
     async def read(self, query: Callable[[AsyncConnection[Any]], Awaitable[T]]) -> T:
-        """``query`` on a connection of :attr:`reads`; once more on another if it broke.
+        """``query`` on a connection of :attr:`reads`; once more if the connection broke.
 
-        Nothing checks a pooled connection before it is lent (a round trip each time):
-        after a PostgreSQL restart the first read on each old connection fails, and is
-        tried again on a new one, as the Session's pre-ping would have done.
+        Nothing checks a pooled connection before it is lent (a round trip each time).
+        After a PostgreSQL restart every idle one is broken: the first read that meets
+        one has the pool test them all (dropping the broken) and tries again, as the
+        Sessions' pre-ping would have done.
         """
         async with self.reads.connection() as conn:
             try:
@@ -149,6 +150,7 @@ class Resources:
             except psycopg.OperationalError:
                 if not conn.broken:
                     raise
+        await self.reads.check()
         async with self.reads.connection() as conn:
             return await query(conn)
 
