@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -78,8 +80,13 @@ class Publisher:
 
 
 def _push(pipe: Pipeline, items: Iterable[tuple[str, str]]) -> None:
-    for queue, body in items:
-        pipe.lpush(queue, body)
+    """One ``LPUSH`` per run of messages to the same queue, in order.
+
+    ``LPUSH q a b`` leaves ``a`` to be taken first, as two ``LPUSH`` would; a reader
+    blocked on ``q`` then wakes to the whole run (a bundle's results), not to ``a`` alone.
+    """
+    for queue, run in itertools.groupby(items, key=operator.itemgetter(0)):
+        pipe.lpush(queue, *(body for _, body in run))
 
 
 def _defer(pipe: Pipeline, later: Sequence[tuple[datetime, Outgoing]]) -> None:

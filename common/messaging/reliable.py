@@ -139,9 +139,11 @@ class BatchReader:
         within that, the reader waits on its own clock instead, ``block_s`` at most (the
         last queue unwatched meanwhile), so the message is taken on time.
 
-        A wait that ends with a message returns that message alone: at a steady trickle
-        nothing else is queued, and looking would cost a round trip per message; what a
-        burst queued behind it is taken by the next call, which does not wait.
+        A wait that ends with a message takes, in the same round trip, what was queued
+        with it (a worker reports a bundle's results together): taken alone, the first
+        of a burst cost a whole batch, whose small dispatch made the next burst small
+        too (issue 16: a fan-out limited to 50 ran batches of 1 between its batches of
+        dozens).
         """
         self.heartbeat()
         self.waited = False
@@ -154,11 +156,26 @@ class BatchReader:
             if until_due_s < block_s + BLOCKING_SLACK_S:
                 self._sleep(min(until_due_s, block_s))
                 return self.take_more(limit)
-        first = self._client.brpoplpush(self._queues[-1], self._processing, block_s)
-        if first is None:
-            return self.take_more(limit)
-        assert isinstance(first, bytes)  # the client does not decode responses
-        return [first]
+        return self._wait_then_take(limit, block_s)
+
+    def _wait_then_take(self, limit: int, block_s: float) -> list[bytes]:
+        """Wait for a message on the last queue, then take the rest: one round trip.
+
+        Redis runs a connection's commands in order, so the take script runs as soon as
+        the wait ends, on what is queued by then.
+        """
+        with self._client.pipeline(transaction=False) as pipe:
+            pipe.brpoplpush(self._queues[-1], self._processing, block_s)
+            pipe.evalsha(self._take.sha, len(self._take_keys), *self._take_keys,
+                         limit - 1, self._now_ms())
+            first, rest = pipe.execute(raise_on_error=False)
+        if isinstance(first, Exception):
+            raise first
+        if isinstance(rest, redis.exceptions.NoScriptError):  # Redis lost its scripts
+            rest = [self.take_more(limit - (first is not None))]
+        elif isinstance(rest, Exception):
+            raise rest
+        return ([] if first is None else [first]) + list(rest[0])
 
     def take_more(self, limit: int) -> list[bytes]:
         """Up to ``limit`` messages (into the current batch), without waiting."""

@@ -526,14 +526,18 @@ class FlowSlot(Base):
 
 
 class FlowWaiter(Base):
-    """A READY attempt waiting for one of its keys, in the order it may start."""
+    """A READY attempt waiting for one of its keys, in the order it may start.
+
+    The primary key is led by the attempt, so that ``ix_flow_waiters_order`` is the one
+    index a read by key can take (migration 0014).
+    """
 
     __tablename__ = "flow_waiters"
 
-    key: Mapped[str] = mapped_column(String(210), primary_key=True)
     task_run_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("task_runs.id", ondelete="CASCADE"), primary_key=True, index=True
+        ForeignKey("task_runs.id", ondelete="CASCADE"), primary_key=True
     )
+    key: Mapped[str] = mapped_column(String(210), primary_key=True)
     run_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     task: Mapped[str] = mapped_column(String(200))
     attempt: Mapped[int] = mapped_column(Integer)

@@ -316,17 +316,29 @@ FLOW_RATE_USAGE = (
     "FROM unnest(%s::text[], %s::float8[]) AS r(key, per)"
 )
 
+# The flow tables are queues: they swing from empty to thousands of rows and back, and
+# an ANALYZE (autovacuum's, after every drain) that finds only dead rows leaves PostgreSQL
+# believing them empty whatever they hold later. Every index then costs the same, and
+# the planner took the primary key for a read by key: a scan and sort of every waiter
+# of the key, 5-18 ms an admission instead of 0.3 (issue 16). So each read by key asks
+# for the order of ``ix_flow_waiters_order``, and runs with sorts off (``PIN_ORDER``,
+# ``UNPIN_ORDER`` after it in the same transaction): only that index gives the order.
+PIN_ORDER = "SET LOCAL enable_sort = off"
+UNPIN_ORDER = "RESET enable_sort"
+
 # The first waiters of every tenant on each key, in the order they may start, each
 # with every key it waits for (and the limits it states). The tenants of a key are found
 # by skipping through the (key, tenant, ...) index, one probe per tenant: a DISTINCT
 # read every waiter of the key, and 10,000 waiters made each admission cost milliseconds.
+# Run between ``PIN_ORDER`` and ``UNPIN_ORDER``.
 FLOW_CANDIDATES = (
     "WITH RECURSIVE tenants AS ("
-    "  SELECT k.key, (SELECT min(f.tenant) FROM flow_waiters AS f WHERE f.key = k.key) "
-    "    AS tenant FROM unnest(%s::text[]) AS k(key) "
+    "  SELECT k.key, (SELECT f.tenant FROM flow_waiters AS f WHERE f.key = k.key "
+    "    ORDER BY f.tenant LIMIT 1) AS tenant FROM unnest(%s::text[]) AS k(key) "
     "  UNION ALL "
-    "  SELECT t.key, (SELECT min(f.tenant) FROM flow_waiters AS f WHERE f.key = t.key "
-    "    AND f.tenant > t.tenant) FROM tenants AS t WHERE t.tenant IS NOT NULL) "
+    "  SELECT t.key, (SELECT f.tenant FROM flow_waiters AS f WHERE f.key = t.key "
+    "    AND f.tenant > t.tenant ORDER BY f.tenant LIMIT 1) "
+    "  FROM tenants AS t WHERE t.tenant IS NOT NULL) "
     "SELECT w.key, w.task_run_id, w.run_id, w.task, w.attempt, w.tenant, w.priority, w.seq, "
     "  n.keys, n.limits, n.pers "
     "FROM tenants AS t CROSS JOIN LATERAL (SELECT * FROM flow_waiters AS f "
@@ -409,7 +421,7 @@ _SLOTS_OUT_OF_FLIGHT = (
 RELEASE_LEFT_SLOTS = _SLOTS_OUT_OF_FLIGHT + " AND s.key = ANY(%s)"
 
 # The keys anything waits for, one index probe per key (the beat asks every second; a
-# DISTINCT would read every waiter).
+# DISTINCT would read every waiter). Run between ``PIN_ORDER`` and ``UNPIN_ORDER``.
 WAITING_FLOW_KEYS = (
     "WITH RECURSIVE k AS ("
     "  (SELECT key FROM flow_waiters ORDER BY key LIMIT 1) "

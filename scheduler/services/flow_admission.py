@@ -34,10 +34,12 @@ from common.persistence.queries import (
     HELD_FLOW_SLOTS,
     INSERT_FLOW_WAITERS,
     LOCK_FLOW_KEYS,
+    PIN_ORDER,
     READ_FLOW_LIMITS,
     RELEASE_FLOW,
     TAKE_FLOW_SLOTS,
     TRY_LOCK_FLOW_KEY,
+    UNPIN_ORDER,
 )
 
 # How many waiters of each tenant on a key the beat's pass looks at; the engine's looks
@@ -203,7 +205,11 @@ class _Read:
             holding = conn.execute(HELD_FLOW_SLOTS, (literal(attempts),)) if hold else None
             if hold:
                 conn.execute(INSERT_FLOW_WAITERS, literals(_waiter_columns(hold, now)))
-            candidates = conn.execute(FLOW_CANDIDATES, (keys, per_tenant)) if locked else None
+            candidates = None
+            if locked:
+                conn.execute(PIN_ORDER)
+                candidates = conn.execute(FLOW_CANDIDATES, (keys, per_tenant))
+                conn.execute(UNPIN_ORDER)
             usage = conn.execute(FLOW_USAGE, (keys,)) if locked else None
             rates = _rate_usage(conn, windows, now)
         held: dict[uuid.UUID, set[str]] = defaultdict(set)

@@ -19,8 +19,8 @@ from common.persistence import queries
 from scheduler.engine.rows import RunUpdate, TaskRunUpdate
 from scheduler.engine.writer import update_statement
 
-# A channel name, and a command that PREPARE does not take.
-NOT_STATEMENTS = {"NOTIFY_CHANNEL", "COMMIT"}
+# A channel name, and commands that PREPARE does not take.
+NOT_STATEMENTS = {"NOTIFY_CHANNEL", "COMMIT", "PIN_ORDER", "UNPIN_ORDER"}
 
 
 def statements() -> Iterator[tuple[str, str]]:

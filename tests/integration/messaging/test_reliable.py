@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -93,6 +96,30 @@ def test_a_take_says_whether_it_had_to_wait_for_its_messages(client: redis.Redis
     reader.ack()
     assert reader.take(10, 0.01) == []
     assert reader.waited is True
+
+
+def test_a_wait_that_ends_takes_all_that_came_together(client: redis.Redis) -> None:
+    """A worker reports a bundle's results in one push: the waiting reader takes them all.
+
+    Taken alone, the first cost the engine a batch of its own (issue 16's fan-outs).
+    """
+    reader = BatchReader(client, QUEUES, owner="t-burst")
+    with ThreadPoolExecutor(1) as pool:
+        taking = pool.submit(reader.take, 10, 10.0)
+        wait_until_blocked(client)
+        publish(client, "test.second", 1, 2, 3)
+        assert numbers(taking.result(timeout=10)) == [1, 2, 3]
+    assert reader.waited is True
+    reader.ack()
+    assert client.llen("test.second") == 0
+
+
+def wait_until_blocked(client: redis.Redis, timeout_s: float = 10.0) -> None:
+    """Until a client of this Redis waits in a blocking command (the reader's take)."""
+    deadline = time.monotonic() + timeout_s
+    while client.info("clients")["blocked_clients"] < 1:
+        assert time.monotonic() < deadline, "the reader never waited"
+        threading.Event().wait(0.005)
 
 
 def test_an_ack_can_take_the_next_batch_in_the_same_round_trip(client: redis.Redis) -> None:
