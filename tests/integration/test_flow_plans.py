@@ -7,7 +7,7 @@ and the admission's read once took the primary key: a scan and sort of every wai
 the key, 5-18 ms a batch in one fan-out of three. Each test builds that state in a
 temporary copy of ``flow_waiters`` (same columns and indexes), which hides the real
 table from its own connection only, and asks for the generic plan, which a connection
-keeps for the statements it runs often.
+keeps for the statements it runs often (``tests.sql_plans``).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import psycopg
 import pytest
 
 from common.persistence.queries import FLOW_CANDIDATES, PIN_ORDER, UNPIN_ORDER, WAITING_FLOW_KEYS
+from tests.sql_plans import generic_plan
 
 ORDER_COLUMNS = "(key, tenant, priority DESC, seq)"
 TENANT = "tenant-" + "t" * 150
@@ -36,7 +37,6 @@ def drained(database_url: str) -> Iterator[psycopg.Connection[Any]]:
         conn.execute("DELETE FROM flow_waiters")
         conn.execute("ANALYZE flow_waiters")
         fill(conn, "key:now", 2000)
-        conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
         yield conn
         conn.rollback()
 
@@ -60,10 +60,10 @@ def order_index(conn: psycopg.Connection[Any]) -> str:
     return str(names[0])
 
 
-def indexes_read_by_key(conn: psycopg.Connection[Any], sql: str, params: Any) -> set[str]:
+def indexes_read_by_key(conn: psycopg.Connection[Any], sql: str, args: str) -> set[str]:
     """The indexes a pinned generic plan of ``sql`` reads by key (or whole, in order)."""
     conn.execute(PIN_ORDER)
-    plan = [row[0] for row in conn.execute("EXPLAIN " + sql, params)]
+    plan = generic_plan(conn, sql, args)
     conn.execute(UNPIN_ORDER)
     assert not any("Seq Scan on flow_waiters" in line for line in plan), plan
     used: set[str] = set()
@@ -76,14 +76,14 @@ def indexes_read_by_key(conn: psycopg.Connection[Any], sql: str, params: Any) ->
 
 
 def test_the_candidates_read_takes_the_order_index(drained: psycopg.Connection[Any]) -> None:
-    used = indexes_read_by_key(drained, FLOW_CANDIDATES, (["key:now"], 50))
+    used = indexes_read_by_key(drained, FLOW_CANDIDATES, "'{key:now}', 50")
     assert used == {order_index(drained)}
 
 
 def test_the_beats_read_of_waiting_keys_takes_the_order_index(
     drained: psycopg.Connection[Any],
 ) -> None:
-    used = indexes_read_by_key(drained, WAITING_FLOW_KEYS, None)
+    used = indexes_read_by_key(drained, WAITING_FLOW_KEYS, "")
     assert used == {order_index(drained)}
 
 

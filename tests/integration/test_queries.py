@@ -8,7 +8,6 @@ runs.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
 import psycopg
@@ -18,6 +17,7 @@ from sqlalchemy import TextClause, create_engine
 from common.persistence import queries
 from scheduler.engine.rows import RunUpdate, TaskRunUpdate
 from scheduler.engine.writer import update_statement
+from tests.sql_plans import numbered
 
 # A channel name, and commands that PREPARE does not take.
 NOT_STATEMENTS = {"NOTIFY_CHANNEL", "COMMIT", "PIN_ORDER", "UNPIN_ORDER"}
@@ -34,24 +34,6 @@ def statements() -> Iterator[tuple[str, str]]:
         else:
             assert isinstance(value, str), f"{name} is neither SQL text nor a string"
             yield name, value
-
-
-def numbered(sql: str) -> str:
-    """``%s``, ``%b`` and ``%(name)s`` placeholders as PostgreSQL's ``$1, $2, ...``."""
-    names: dict[str, int] = {}
-    count = 0
-
-    def number(match: re.Match[str]) -> str:
-        nonlocal count
-        name = match.group(1)
-        if name is not None and name in names:
-            return f"${names[name]}"
-        count += 1
-        if name is not None:
-            names[name] = count
-        return f"${count}"
-
-    return re.sub(r"%(?:\((\w+)\))?[sb]", number, sql)
 
 
 def test_the_placeholders_are_numbered_as_postgresql_takes_them() -> None:

@@ -1,0 +1,43 @@
+"""Statements as PostgreSQL takes them, and as it plans them for a connection that
+repeats them."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import psycopg
+
+
+def numbered(sql: str) -> str:
+    """``%s``, ``%b`` and ``%(name)s`` placeholders as PostgreSQL's ``$1, $2, ...``."""
+    names: dict[str, int] = {}
+    count = 0
+
+    def number(match: re.Match[str]) -> str:
+        nonlocal count
+        name = match.group(1)
+        if name is not None and name in names:
+            return f"${names[name]}"
+        count += 1
+        if name is not None:
+            names[name] = count
+        return f"${count}"
+
+    return re.sub(r"%(?:\((\w+)\))?[sb]", number, sql)
+
+
+def generic_plan(conn: psycopg.Connection[Any], sql: str, args: str) -> list[str]:
+    """The generic plan of ``sql`` (``EXPLAIN EXECUTE`` of it prepared), one line each.
+
+    A statement a connection runs often (psycopg prepares it after five) is planned once
+    for any parameters; ``EXPLAIN`` of the statement itself plans for the values given.
+    ``args`` are the ``EXECUTE``'s arguments, as SQL ("" for none).
+    """
+    conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+    conn.execute(f"PREPARE probed AS {numbered(sql)}")
+    try:
+        given = f"({args})" if args else ""
+        return [row[0] for row in conn.execute(f"EXPLAIN EXECUTE probed{given}")]
+    finally:
+        conn.execute("DEALLOCATE probed")
