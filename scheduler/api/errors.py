@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import BaseRoute, Match
 from starlette.types import Scope
 
+from common.unreachable import database_unreachable, redis_unreachable
 from scheduler.services import faults
 from scheduler.services.errors import Conflict, Forbidden, InvalidInput, NotFound, ServiceError
 
@@ -31,6 +32,7 @@ _SERVICE_STATUS: dict[type[ServiceError], int] = {
 }
 
 log = logging.getLogger("stellwerk.api")
+RETRY_AFTER_S = 5  # a restarted PostgreSQL or Redis answers again within seconds
 
 
 class ApiError(Exception):
@@ -149,5 +151,23 @@ async def _unstorable(request: Request, exc: Exception) -> JSONResponse:
 
 
 async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    if (server := _unreachable(exc)) is not None:
+        log.warning("%s %s: %s is unreachable: %s", request.method, request.url.path,
+                    server, str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        return problem(503, f"{server} is unreachable; nothing was changed, try again",
+                       headers={"Retry-After": str(RETRY_AFTER_S)})
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
     return problem(500, "internal error; the server log has the details")
+
+
+def _unreachable(exc: Exception) -> str | None:
+    """The server an error says is down or unreachable, if it says so.
+
+    A client retries a 503 (and a load balancer knows it for what it is); a 500 says the
+    request itself broke something. A deadlock or a refused value is no outage.
+    """
+    if database_unreachable(exc):
+        return "PostgreSQL"
+    if redis_unreachable(exc):
+        return "Redis"
+    return None

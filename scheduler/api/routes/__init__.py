@@ -41,6 +41,8 @@ _PROBLEMS: dict[int | str, dict[str, object]] = {
         (413, "The body exceeds `STELLWERK_API_MAX_BODY_BYTES` (1 MiB by default)."),
         (415, "A route that takes a body got one not declared application/json."),
         (422, "The request breaks a rule; `errors` says where."),
+        (503, "PostgreSQL or Redis cannot be reached: nothing was changed; try again after "
+              "`Retry-After` seconds."),
     ]
 }
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
@@ -13,6 +14,7 @@ from fastapi.testclient import TestClient
 
 from common.config import Settings
 from scheduler.api.app import create_app
+from scheduler.api.errors import RETRY_AFTER_S
 from scheduler.api.resources import READS_APPLICATION, READS_WAIT
 from tests.integration.api.conftest import JobBody, auth_headers
 
@@ -70,10 +72,9 @@ def test_a_job_and_a_run_read_on_the_loop_are_what_the_session_reads(
     assert client.get(f"/api/v1/jobs/{job['id']}").json() == job
 
 
-def test_a_read_while_postgresql_cannot_be_reached_fails_after_its_wait(
-    api_settings: Settings,
-) -> None:
-    """The pool keeps trying in the background; the read does not wait for it forever."""
+@pytest.fixture
+def unreachable(api_settings: Settings) -> Iterator[TestClient]:
+    """An API whose PostgreSQL is a port nothing listens on."""
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
         port = closed.getsockname()[1]
@@ -81,8 +82,28 @@ def test_a_read_while_postgresql_cannot_be_reached_fails_after_its_wait(
         "database_url": f"postgresql://nobody@127.0.0.1:{port}/nothing"})
     with TestClient(create_app(nowhere), headers=auth_headers(),
                     raise_server_exceptions=False) as client:
-        started = time.monotonic()
-        read = client.get(f"/api/v1/runs/{uuid.uuid4()}")
-        waited_s = time.monotonic() - started
-    assert read.status_code == 500
+        yield client
+
+
+def test_a_read_while_postgresql_cannot_be_reached_fails_after_its_wait(
+    unreachable: TestClient,
+) -> None:
+    """The pool keeps trying in the background; the read does not wait for it forever,
+    and says the database is down (a 503 a client may retry), not that it broke."""
+    started = time.monotonic()
+    read = unreachable.get(f"/api/v1/runs/{uuid.uuid4()}")
+    waited_s = time.monotonic() - started
+    assert read.status_code == 503, read.text
+    assert read.headers["Retry-After"] == str(RETRY_AFTER_S)
+    assert read.json()["detail"] == "PostgreSQL is unreachable; nothing was changed, try again"
     assert READS_WAIT.total_seconds() - 0.5 <= waited_s < READS_WAIT.total_seconds() + 5
+
+
+def test_a_create_while_postgresql_cannot_be_reached_is_a_503(
+    unreachable: TestClient, job_body: JobBody,
+) -> None:
+    """The sync routes (a Session on a request thread) answer the same."""
+    created = unreachable.post("/api/v1/jobs", json=job_body())
+    assert created.status_code == 503, created.text
+    assert created.headers["content-type"] == "application/problem+json"
+    assert "PostgreSQL is unreachable" in created.json()["detail"]
