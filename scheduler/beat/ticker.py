@@ -209,13 +209,16 @@ class Ticker:
 
     def run(self) -> None:
         """Tick until stopped; an outage is waited out, another error logged, then tick again."""
-        while not self.stopping.is_set():
-            began = time.monotonic()
-            delay_s = self._step()
-            if self._timings is not None:
-                self._timings.observe(time.monotonic() - began)
-            if delay_s > 0:
-                self.stopping.wait(delay_s)
+        try:
+            while not self.stopping.is_set():
+                began = time.monotonic()
+                delay_s = self._step()
+                if self._timings is not None:
+                    self._timings.observe(time.monotonic() - began)
+                if delay_s > 0:
+                    self.stopping.wait(delay_s)
+        finally:
+            self._probe.close()  # held across ticks: closed here, not left to the exit
         if self._unrelayed:
             log.warning("%d outbox rows not relayed at stop: a relay sends them after its "
                         "grace", len(self._unrelayed))

@@ -6,6 +6,7 @@ work, so a predicate there that differs from its duty's would leave work undone.
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
@@ -18,7 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from common.domain.spec import JobSpec
 from common.messaging.publisher import Publisher
-from common.persistence.db import HeldConnection, driver
+from common.persistence.db import HeldConnection, driver, make_engine, make_sessions
 from common.persistence.models import FlowLimit, Job, OutboxMessage, Run, TaskRun
 from common.persistence.outbox import OutboxRelay
 from common.persistence.queries import FIRING_DUE, WATCH_DUE
@@ -156,3 +157,32 @@ def test_the_probes_connection_reads_outside_any_transaction(
         assert first != second  # a transaction of its own each: autocommit
     finally:
         held.close()
+
+
+def test_a_stopped_ticker_gives_back_its_probes_connection(
+    own_database: str, redis_url: str,
+) -> None:
+    """The probe holds one connection across ticks; a beat that stops closes it."""
+    engine = make_engine(own_database)
+    sessions = make_sessions(engine)
+    relay = OutboxRelay(sessions, Publisher(redis.Redis.from_url(redis_url)))
+    ticker = Ticker(sessions, relay, timedelta(seconds=1), clock=lambda: NOW)
+    stepped = threading.Event()
+    real_tick = ticker.tick
+
+    def tick_then_stop() -> datetime:
+        wake = real_tick()
+        assert engine.pool.checkedout() == 1  # type: ignore[attr-defined]  # the probe's
+        stepped.set()
+        ticker.stopping.set()
+        return wake
+
+    ticker.tick = tick_then_stop  # type: ignore[method-assign]
+    try:
+        runner = threading.Thread(target=ticker.run)
+        runner.start()
+        runner.join(timeout=30)
+        assert stepped.is_set() and not runner.is_alive()
+        assert engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+    finally:
+        engine.dispose()
