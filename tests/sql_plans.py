@@ -36,8 +36,7 @@ def generic_plan(conn: psycopg.Connection[Any], sql: str, args: str) -> list[str
     """
     conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
     conn.execute(f"PREPARE probed AS {numbered(sql)}")
-    try:
-        given = f"({args})" if args else ""
-        return [row[0] for row in conn.execute(f"EXPLAIN EXECUTE probed{given}")]
-    finally:
-        conn.execute("DEALLOCATE probed")
+    given = f"({args})" if args else ""
+    plan = [row[0] for row in conn.execute(f"EXPLAIN EXECUTE probed{given}")]
+    conn.execute("DEALLOCATE probed")  # after a failure, the connection's end drops it
+    return plan

@@ -452,11 +452,8 @@ UNRECORDED_HELD = (
 )
 
 
-# ---- Jobs with a cap on unfinished runs: scheduler.beat.duties ----
+# ---- The beat's probes: scheduler.beat.ticker ----
 
-# The due runs of capped jobs, oldest first, as many as each job has room for: its cap
-# less its unfinished runs whose activation went out. The job's row is locked (another
-# beat skips it, the API's run creation waits), so two beats never both fill its room.
 # The beat's probes ask for the earliest due time, not whether one row is due: ``min``
 # of an indexed column is one step into its (partial) index whatever the statistics
 # say. ``EXISTS (... WHERE retry_at <= $1)`` was planned once per connection, generic,
@@ -493,6 +490,12 @@ WATCH_DUE = text(
     "EXISTS (" + _ADOPTING_LIMITS + " AND updated_at > :limits_since) AS new_limits"
 )
 
+
+# ---- Jobs with a cap on unfinished runs: scheduler.beat.duties ----
+
+# The due runs of capped jobs, oldest first, as many as each job has room for: its cap
+# less its unfinished runs whose activation went out. The job's row is locked (another
+# beat skips it, the API's run creation waits), so two beats never both fill its room.
 CAPPED_DUE_RUNS = text(
     "WITH capped AS ("
     "  SELECT j.id, j.max_active_runs AS cap FROM jobs AS j "
