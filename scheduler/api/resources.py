@@ -44,7 +44,7 @@ T = TypeVar("T")
 READS_APPLICATION = "stellwerk-api-reads"
 # How long a read waits for a connection of its pool. Reads take a millisecond each, so
 # this is only reached while PostgreSQL cannot be reached: the pool keeps trying in the
-# background, and the read fails (500) after this, as a sync route's fails at once.
+# background, and the read fails (503) after this, as a sync route's fails at once.
 READS_WAIT = timedelta(seconds=5)
 
 

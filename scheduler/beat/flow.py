@@ -26,14 +26,17 @@ from common.messaging.signals import activation
 from common.persistence.db import driver
 from common.persistence.outbox import enqueue
 from common.persistence.queries import (
-    PIN_ORDER,
     PRUNE_FLOW_STARTS,
     RECENTLY_LIMITED,
     RELEASE_LEFT_SLOTS,
-    UNPIN_ORDER,
     WAITING_FLOW_KEYS,
 )
-from scheduler.services.flow_admission import LIMITS_TTL, OperatorLimits, admit_waiting
+from scheduler.services.flow_admission import (
+    LIMITS_TTL,
+    OperatorLimits,
+    admit_waiting,
+    in_key_order,
+)
 from scheduler.services.flow_limits import adopt_in_flight
 
 PRUNE_EVERY = timedelta(minutes=1)
@@ -57,9 +60,7 @@ class AdmitWaiting:
         if self._pruned_at is None or now - self._pruned_at >= PRUNE_EVERY:
             conn.execute(PRUNE_FLOW_STARTS, (now - LONGEST_WINDOW,))
             self._pruned_at = now
-        conn.execute(PIN_ORDER)
-        keys = [row[0] for row in conn.execute(WAITING_FLOW_KEYS)]
-        conn.execute(UNPIN_ORDER)
+        keys = [row[0] for row in in_key_order(conn, WAITING_FLOW_KEYS)]
         if not keys:
             return []
         admission = admit_waiting(conn, OperatorLimits.read(conn), now, self._turns, keys=keys)

@@ -205,11 +205,8 @@ class _Read:
             holding = conn.execute(HELD_FLOW_SLOTS, (literal(attempts),)) if hold else None
             if hold:
                 conn.execute(INSERT_FLOW_WAITERS, literals(_waiter_columns(hold, now)))
-            candidates = None
-            if locked:
-                conn.execute(PIN_ORDER)
-                candidates = conn.execute(FLOW_CANDIDATES, (keys, per_tenant))
-                conn.execute(UNPIN_ORDER)
+            candidates = (in_key_order(conn, FLOW_CANDIDATES, (keys, per_tenant))
+                          if locked else None)
             usage = conn.execute(FLOW_USAGE, (keys,)) if locked else None
             rates = _rate_usage(conn, windows, now)
         held: dict[uuid.UUID, set[str]] = defaultdict(set)
@@ -224,6 +221,18 @@ class _Read:
             candidates.fetchall() if candidates is not None else [],
             used, started, _rated(rates),
         )
+
+
+def in_key_order(conn: Connection[Any], query: str, params: Any = None) -> Cursor[Any]:
+    """Run ``query``, a read of a flow queue by key, pinned to the key's order index.
+
+    Between ``PIN_ORDER`` and ``UNPIN_ORDER`` (``common.persistence.queries`` says why);
+    in a pipeline, the cursor's rows come with the pipeline's others.
+    """
+    conn.execute(PIN_ORDER)
+    cursor = conn.execute(query, params)
+    conn.execute(UNPIN_ORDER)
+    return cursor
 
 
 def _decide(
