@@ -157,7 +157,7 @@ def _follow_the_readme(up: Up, cwd: Path) -> None:
                   if line.startswith("run "))
     shown = subprocess.run([*cli, "show", run_id], cwd=cwd, env=env, capture_output=True,
                            text=True, timeout=30, check=False)
-    assert shown.returncode == 0, shown.stderr
+    assert shown.returncode == 0, f"{shown.stderr}\n{up.output()}"
     assert "COMPLETED" in shown.stdout
     for task in ("prepare", "fetch-a", "fetch-b", "combine"):
         assert task in shown.stdout, shown.stdout
