@@ -180,6 +180,19 @@ PRUNE_FIRES = text(
 )
 
 
+# ---- A job's tasks and edges as they are written: scheduler.services.jobs, .job_update ----
+
+# COPY: a list of rows given to the ORM went to psycopg's ``executemany``, one INSERT a
+# row (30,000 statements and a second for a 10,000-task fan-out); multi-row VALUES cost
+# more still (psycopg parses every placeholder). The columns are ``TASK_COLUMNS``'.
+TASK_COLUMNS = (
+    "id", "job_id", "position", "name", "type", "params", "secure_params", "timeout_s",
+    "retries", "retry_backoff_s", "confirm", "priority", "binding", "flow",
+)
+COPY_TASKS = f"COPY tasks ({', '.join(TASK_COLUMNS)}) FROM STDIN"
+COPY_TASK_EDGES = "COPY task_edges (job_id, from_task, to_task) FROM STDIN"
+
+
 # ---- Runs as they are created: scheduler.services.runs ----
 
 INSERT_RUNS = (

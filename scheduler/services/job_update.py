@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
-from sqlalchemy import delete, insert
+from sqlalchemy import delete
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Session
 
@@ -26,7 +26,13 @@ from scheduler.services.errors import Conflict
 from scheduler.services.job_lifecycle import lock_job, next_fire_at, unfinished_run
 from scheduler.services.job_names import check_name_free
 from scheduler.services.job_queries import TaskView, get_job
-from scheduler.services.jobs import secret_text, spec_column, task_row, webservice_headers
+from scheduler.services.jobs import (
+    copy_edges,
+    secret_text,
+    spec_column,
+    task_row,
+    webservice_headers,
+)
 from scheduler.services.schedules import check_schedule
 from scheduler.services.task_binding import bind_tasks, bound_defaults
 
@@ -175,10 +181,4 @@ def _replace_tasks(
     upsert = pg_insert(Task)
     columns = {name: upsert.excluded[name] for name in rows[0] if name not in {"id", "job_id"}}
     session.execute(upsert.on_conflict_do_update(index_elements=["id"], set_=columns), rows)
-    edges = [
-        {"job_id": job.id, "from_task": ids[task.name], "to_task": ids[successor]}
-        for task in spec.tasks
-        for successor in dict.fromkeys(task.next)
-    ]
-    if edges:
-        session.execute(insert(TaskEdge), edges)
+    copy_edges(session, job.id, spec, ids)

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID, uuid4
 
-from sqlalchemy import insert
+from psycopg.types.json import Jsonb
 from sqlalchemy.orm import Session
 
 from common.domain.spec import JobSpec, TaskSpec
 from common.domain.states import RunState
-from common.persistence.models import Job, JobStorage, Task, TaskEdge
+from common.persistence.db import driver
+from common.persistence.models import Job, JobStorage
+from common.persistence.queries import COPY_TASK_EDGES, COPY_TASKS, TASK_COLUMNS
 from common.secure_params import NoSecretKey, SecretBox
 from scheduler.services.errors import InvalidInput
 from scheduler.services.job_events import announce, job_event
@@ -25,6 +28,9 @@ from scheduler.services.task_binding import BoundTask, bind_tasks
 # Kept out of ``jobs.spec``: tasks and storage have tables, secrets must not be readable
 # (``webservice`` is kept without its header values, see ``spec_column``).
 SPEC_COLUMN_EXCLUDE = frozenset({"tasks", "secure_params", "storage", "webservice"})
+
+# The ``tasks`` columns that hold JSON (``COPY`` needs them wrapped).
+_JSON_COLUMNS = frozenset({"params", "binding", "flow"})
 
 
 @dataclass(frozen=True)
@@ -102,14 +108,33 @@ def _insert_tasks(session: Session, job_id: UUID, spec: JobSpec, secrets: Secret
                  bound=bound.get(task.name))
         for position, task in enumerate(spec.tasks)
     ]
-    session.execute(insert(Task), rows)
-    edges = [
-        {"job_id": job_id, "from_task": ids[task.name], "to_task": ids[successor]}
-        for task in spec.tasks
-        for successor in dict.fromkeys(task.next)
-    ]
+    copy_rows(session, COPY_TASKS, ([_copied(c, row[c]) for c in TASK_COLUMNS] for row in rows))
+    copy_edges(session, job_id, spec, ids)
+
+
+def copy_edges(session: Session, job_id: UUID, spec: JobSpec, ids: Mapping[str, UUID]) -> None:
+    """The job's edges, each task to the tasks of its ``next`` (once each)."""
+    edges = [(job_id, ids[task.name], ids[successor])
+             for task in spec.tasks for successor in dict.fromkeys(task.next)]
     if edges:
-        session.execute(insert(TaskEdge), edges)
+        copy_rows(session, COPY_TASK_EDGES, edges)
+
+
+def copy_rows(session: Session, statement: str, rows: Iterable[Sequence[Any]]) -> None:
+    """``rows`` through ``COPY`` (``common.persistence.queries`` says why).
+
+    After a flush: the ORM's pending rows (the job's) go first, as the copied rows'
+    foreign keys need.
+    """
+    session.flush()
+    with driver(session).cursor() as cursor, cursor.copy(statement) as copy:
+        for row in rows:
+            copy.write_row(row)
+
+
+def _copied(column: str, value: Any) -> Any:
+    """A ``tasks`` value as ``COPY`` takes it: a JSON column's value wrapped as such."""
+    return Jsonb(value) if column in _JSON_COLUMNS and value is not None else value
 
 
 def task_row(
