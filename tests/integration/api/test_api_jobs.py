@@ -90,6 +90,26 @@ def test_the_job_rows_hold_the_graph_and_effective_settings(
     assert "secure_params" not in client.get(f"{JOBS}/{job['id']}").json()
 
 
+def test_task_params_come_back_as_written_whatever_their_characters(
+    client: TestClient, job_body: JobBody, sessions: sessionmaker[Session],
+) -> None:
+    """Tasks are written with ``COPY``, whose text format escapes tabs, newlines,
+    backslashes and its NULL marker ``\\N``: each must come back as it was sent."""
+    awkward = {"argv": ["printf", "a\tb\nc\\d", "\\N", "", "ü €"], "none": None,
+               "nested": {"k": "\r\n", "n": 1.5}}
+    tasks = [{"name": "a", "type": "shell", "params": awkward, "next": ["b"]},
+             {"name": "b", "type": "noop", "concurrency": [{"key": "db-\\N", "limit": 2}]}]
+    job = client.post(JOBS, json=job_body(tasks=tasks, draft=True))
+    assert job.status_code == 201, job.text
+    with sessions() as session:
+        rows = {t.name: t for t in session.scalars(
+            select(Task).where(Task.job_id == uuid.UUID(job.json()["id"])))}
+    assert rows["a"].params == awkward
+    assert rows["a"].flow is None and rows["b"].params == {}
+    assert rows["b"].flow is not None and rows["b"].flow["concurrency"] == [["key:db-\\N", 2]]
+    assert client.get(f"{JOBS}/{job.json()['id']}").json()["tasks"][0]["params"] == awkward
+
+
 def test_a_draft_gets_no_run_and_cannot_be_run(
     client: TestClient, job_body: JobBody, sessions: sessionmaker[Session],
 ) -> None:
