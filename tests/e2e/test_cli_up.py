@@ -8,6 +8,7 @@ CLI as the README's quick start does (``submit examples/first-job.yaml --watch``
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -85,9 +86,17 @@ class Up:
             pytest.fail(f"stellwerk up did not exit within {EXIT_TIMEOUT_S} s:\n{self.output()}")
 
     def kill(self) -> None:
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
+        """Kill ``up`` and what it started: a SIGKILLed ``up`` stops none of its children
+        (a failed test left its API and connector serving)."""
+        if self.process.poll() is not None:
+            return
+        children = psutil.Process(self.process.pid).children(recursive=True)
+        self.process.kill()
+        self.process.wait()
+        for child in children:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                child.kill()
+        psutil.wait_procs(children, timeout=EXIT_TIMEOUT_S)
 
 
 @pytest.fixture
