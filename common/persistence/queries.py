@@ -83,6 +83,16 @@ PRUNE_DELIVERIES = text(
 
 # ---- Runs as the engine reads them: scheduler.engine.loading and .structure ----
 
+# A statement with an array parameter (``= ANY(%s)``) keeps being planned for the values
+# of each call: PostgreSQL's generic plan assumes a few elements, costs more than the
+# custom one, and so never wins. For the engine's lock of its runs and the admission's
+# read of a key's waiters that was 0.35 and 0.31 ms of planning an engine batch, more
+# than their execution (issue 16): they run between ``PIN_PLAN`` and ``UNPIN_PLAN`` (in
+# the same transaction), planned once a connection. Their generic plans are checked by
+# ``tests/integration/test_flow_plans.py`` and ``engine/test_run_lock_plan.py``.
+PIN_PLAN = "SET LOCAL plan_cache_mode = force_generic_plan"
+UNPIN_PLAN = "RESET plan_cache_mode"
+
 LOCK_RUNS = (
     "SELECT r.id, r.job_id, r.number, r.state, r.version, r.started_at, j.version, "
     "s.last_success_start, s.last_success_finish, s.data::text, r.traceparent "

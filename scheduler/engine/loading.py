@@ -22,7 +22,13 @@ from psycopg.rows import args_row
 from common.domain.snapshot import RunSnapshot, TaskRunView
 from common.domain.states import RunState, TaskState
 from common.persistence.arrays import literal
-from common.persistence.queries import CLAIM_MESSAGES, LOAD_TASK_RUNS, LOCK_RUNS
+from common.persistence.queries import (
+    CLAIM_MESSAGES,
+    LOAD_TASK_RUNS,
+    LOCK_RUNS,
+    PIN_PLAN,
+    UNPIN_PLAN,
+)
 from scheduler.engine.structure import JobStructure, StructureCache
 
 
@@ -122,8 +128,10 @@ class RunLoader:
         with conn.pipeline():
             claimed = (conn.execute(CLAIM_MESSAGES, (literal(message_ids),))
                        if message_ids else None)
+            conn.execute(PIN_PLAN)
             locked = conn.cursor(row_factory=args_row(LockedRun)).execute(
                 LOCK_RUNS, (literal(ids),))
+            conn.execute(UNPIN_PLAN)
             prefetched = _task_runs(conn, unknown) if unknown else None
         fresh = {row[0] for row in claimed.fetchall()} if claimed is not None else set()
         rows = locked.fetchall()

@@ -35,11 +35,13 @@ from common.persistence.queries import (
     INSERT_FLOW_WAITERS,
     LOCK_FLOW_KEYS,
     PIN_ORDER,
+    PIN_PLAN,
     READ_FLOW_LIMITS,
     RELEASE_FLOW,
     TAKE_FLOW_SLOTS,
     TRY_LOCK_FLOW_KEY,
     UNPIN_ORDER,
+    UNPIN_PLAN,
 )
 
 # How many waiters of each tenant on a key the beat's pass looks at; the engine's looks
@@ -230,7 +232,9 @@ def in_key_order(conn: Connection[Any], query: str, params: Any = None) -> Curso
     in a pipeline, the cursor's rows come with the pipeline's others.
     """
     conn.execute(PIN_ORDER)
+    conn.execute(PIN_PLAN)
     cursor = conn.execute(query, params)
+    conn.execute(UNPIN_PLAN)
     conn.execute(UNPIN_ORDER)
     return cursor
 

@@ -20,7 +20,8 @@ from scheduler.engine.writer import update_statement
 from tests.sql_plans import numbered
 
 # A channel name, and commands that PREPARE does not take.
-NOT_STATEMENTS = {"NOTIFY_CHANNEL", "COMMIT", "PIN_ORDER", "UNPIN_ORDER", "TASK_COLUMNS"}
+NOT_STATEMENTS = {"NOTIFY_CHANNEL", "COMMIT", "PIN_ORDER", "UNPIN_ORDER", "PIN_PLAN", "UNPIN_PLAN",
+                  "TASK_COLUMNS"}
 # COPY is no statement PREPARE takes: each copies no row instead (below).
 COPIES = {"COPY_TASKS", "COPY_TASK_EDGES"}
 
