@@ -2,9 +2,9 @@
 
 ``LOCK_RUNS`` runs with the generic plan forced (``PIN_PLAN``: a custom plan for its
 array parameter cost more planning than execution each batch). The test builds a
-temporary copy of ``runs`` with 20,000 rows, analyzed, which hides the real table from
-its own connection only, and checks that the generic plan steps into the primary key
-rather than reading the table.
+temporary copy of ``runs`` with 20,000 rows, analyzed (and a ``jobs`` of their one job),
+which hide the real tables from its own connection only, and checks that the generic
+plan steps into the primary key rather than reading the table, and what it returns.
 """
 
 from __future__ import annotations
@@ -24,12 +24,16 @@ from tests.sql_plans import generic_plan
 @pytest.fixture
 def many_runs(database_url: str) -> Iterator[psycopg.Connection[Any]]:
     """A connection whose ``runs`` holds 20,000 runs of one job, analyzed."""
+    job_id = uuid.uuid4()
     with psycopg.connect(database_url) as conn:
         conn.execute("CREATE TEMP TABLE runs (LIKE public.runs INCLUDING ALL) ON COMMIT DROP")
+        # What the lock reads of a job: its id and version.
+        conn.execute("CREATE TEMP TABLE jobs (id uuid PRIMARY KEY, version int) ON COMMIT DROP")
+        conn.execute("INSERT INTO jobs VALUES (%s, 7)", (job_id,))
         conn.execute(
             "INSERT INTO runs (id, job_id, number, trigger, state, scheduled_for) "
             "SELECT gen_random_uuid(), %s, i, 'manual', 'COMPLETED', now() "
-            "FROM generate_series(1, 20000) AS i", (uuid.uuid4(),))
+            "FROM generate_series(1, 20000) AS i", (job_id,))
         conn.execute("ANALYZE runs")
         yield conn
         conn.rollback()
@@ -47,12 +51,15 @@ def test_the_run_lock_reads_runs_by_their_primary_key(
 def test_the_pinned_lock_returns_the_runs_asked_for(
     many_runs: psycopg.Connection[Any],
 ) -> None:
-    wanted = [row[0] for row in many_runs.execute("SELECT id FROM runs ORDER BY id LIMIT 3")]
+    wanted = [row[0] for row in many_runs.execute(
+        "SELECT id FROM runs ORDER BY random() LIMIT 3")]
     many_runs.execute(PIN_PLAN)
     for _ in range(6):  # past psycopg's prepare threshold: the prepared statement answers
         rows = many_runs.execute(LOCK_RUNS, ([*wanted, uuid.uuid4()],)).fetchall()
     mode = many_runs.execute("SHOW plan_cache_mode").fetchone()
     many_runs.execute(UNPIN_PLAN)
     assert mode == ("force_generic_plan",)
-    assert [LockedRun(*row).id for row in rows] == []  # no job row: the join drops them
+    locked = [LockedRun(*row) for row in rows]
+    assert [run.id for run in locked] == sorted(wanted)  # an unknown id is left out
+    assert {run.job_version for run in locked} == {7}
     assert many_runs.execute("SHOW plan_cache_mode").fetchone() == ("auto",)
