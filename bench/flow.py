@@ -7,7 +7,8 @@ servers:
   each fan-out starts from fresh planner statistics (``ANALYZE``, see ``Bench.analyze``);
   pairs of (a) and (b) alternate (after an untimed pair a fifth their size), and the
   ratio b/a of their tasks/s is printed with the engine's CPU per task of each (the
-  difference is the cost of the limit check) and how busy the machine was;
+  difference is the cost of the limit check), how busy the machine was, and each
+  fan-out's front (submit to first start) and steady rate (``Phases``);
   (c) fairness: tenant A submits a fan-out of 5,000 tasks on a key limited to 50, then
   tenant B 20 tasks on the same key: B's start waits (from its submit) p50/p99, and how
   much of A's backlog had started when B's last task started (target: under half).
@@ -104,11 +105,13 @@ class Bench:
 
 @dataclass(frozen=True)
 class FanOut:
-    """One fan-out run: tasks/s, CPU ms a task of each process, how busy the machine was."""
+    """One fan-out run: tasks/s, CPU ms a task of each process, how busy the machine was,
+    and its two parts (``Phases``)."""
 
     rate: float
     cpu_ms: dict[str, float]
     busy: float
+    phases: Phases
 
     @property
     def engine_ms(self) -> float:
@@ -122,18 +125,41 @@ class FanOut:
         return ", ".join(f"{name} {ms:.2f}" for name, ms in self.cpu_ms.items())
 
 
+@dataclass(frozen=True)
+class Phases:
+    """A fan-out's front (from the submit to its first wide task's start: the submit, the
+    run's activation, the batch that readies them all) and its steady state (the starts
+    between the tenth and ninetieth percentile, a second)."""
+
+    front_s: float
+    steady_rate: float
+
+    @classmethod
+    def of(cls, submitted: datetime, starts: list[datetime]) -> Phases:
+        first, low, high = starts[0], starts[len(starts) // 10], starts[9 * len(starts) // 10]
+        span_s = (high - low).total_seconds()
+        steady = (9 * len(starts) // 10 - len(starts) // 10) / span_s if span_s > 0 else 0.0
+        return cls((first - submitted).total_seconds(), steady)
+
+    def __str__(self) -> str:
+        return f"front {self.front_s:.2f} s, steady {self.steady_rate:.0f} tasks/s"
+
+
 def fan_out(bench: Bench, procs: Processes, spec: JobSpec) -> FanOut:
     """Run one fan-out job from its submit to its end, on fresh planner statistics."""
     n = len(spec.tasks)
     bench.analyze()
     before = {**procs.cpu_seconds(), **server_cpu_s()}
     machine = psutil.cpu_times()
+    submitted = datetime.now(UTC)
     start = time.perf_counter()
-    bench.wait(bench.submit(spec), 1800)
+    run_id = bench.submit(spec)
+    bench.wait(run_id, 1800)
     elapsed = time.perf_counter() - start
     after = {**procs.cpu_seconds(), **server_cpu_s()}
     return FanOut(n / elapsed, {name: 1000 * (after[name] - before[name]) / n
-                                for name in before}, busy_since(machine))
+                                for name in before}, busy_since(machine),
+                  Phases.of(submitted, bench.starts(run_id)))
 
 
 def busy_since(before: Any) -> float:
@@ -189,6 +215,7 @@ def main() -> None:
             ratios.append(limited.rate / free.rate)
             print(f"  CPU ms a task: no limit {free.shares()} (sum {free.machine_ms():.2f}); "
                   f"limit {limited.shares()} (sum {limited.machine_ms():.2f})")
+            print(f"  no limit: {free.phases}; limit {args.limit}: {limited.phases}")
             print(f"pair {pair + 1}: no limit {free.rate:.0f} tasks/s (engine "
                   f"{free.engine_ms:.2f} ms CPU a task, machine {free.busy:.0f}% busy), "
                   f"limit {args.limit}: {limited.rate:.0f} tasks/s (engine "
