@@ -136,10 +136,10 @@ class Phases:
 
     @classmethod
     def of(cls, submitted: datetime, starts: list[datetime]) -> Phases:
-        first, low, high = starts[0], starts[len(starts) // 10], starts[9 * len(starts) // 10]
-        span_s = (high - low).total_seconds()
-        steady = (9 * len(starts) // 10 - len(starts) // 10) / span_s if span_s > 0 else 0.0
-        return cls((first - submitted).total_seconds(), steady)
+        low, high = len(starts) // 10, 9 * len(starts) // 10
+        span_s = (starts[high] - starts[low]).total_seconds()
+        steady = (high - low) / span_s if span_s > 0 else 0.0
+        return cls((starts[0] - submitted).total_seconds(), steady)
 
     def __str__(self) -> str:
         return f"front {self.front_s:.2f} s, steady {self.steady_rate:.0f} tasks/s"
