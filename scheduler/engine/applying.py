@@ -34,10 +34,11 @@ from common.messaging.messages import TaskResult
 from common.messaging.publisher import Outgoing
 from common.persistence.outbox import OutboxRelay
 from scheduler.engine.changes import ChangeSet
-from scheduler.engine.flow_gate import FlowGate
+from scheduler.engine.flow_gate import FlowGate, GateRead
 from scheduler.engine.loading import RunLoader, RunRecord
 from scheduler.engine.stopper import Stopper
 from scheduler.engine.writer import write
+from scheduler.services.flow_admission import OperatorLimits
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,8 @@ class Applying:
         """``actor`` is who the journal names: the engine, or a person, or a reporter."""
         self._changes = ChangeSet(now, lease_ttl, actor=actor)
         self._flow = flow
+        self._flow_sent = False  # the flow gate's read went out already (:meth:`send_flow`)
+        self._flow_read: GateRead | None = None
 
     @property
     def now(self) -> datetime:
@@ -83,6 +86,16 @@ class Applying:
         """Tell the attempt to stop after the commit (a worker may hold it or take it)."""
         self._changes.stops.append(f"{run.task_run_ids[task]}:{attempt}")
 
+    def send_flow(self, conn: PgConnection[Any], limits: OperatorLimits) -> None:
+        """Send the flow gate's read in the caller's pipeline (with the runs' lock).
+
+        For changes decided before their runs were locked; :meth:`write` then decides
+        on the answer instead of reading in a round trip of its own.
+        """
+        stakes = self._flow.stakes(self._changes, limits)
+        self._flow_read = stakes.send(conn, self.now) if stakes is not None else None
+        self._flow_sent = True
+
     def write(
         self, conn: PgConnection[Any], runs: Sequence[RunRecord], published: Sequence[int] = ()
     ) -> Written:
@@ -90,7 +103,10 @@ class Applying:
 
         Flow control first holds back what may not start yet (``flow_gate``).
         """
-        self._flow.check(conn, self._changes, runs)
+        if self._flow_sent:
+            self._flow.settle(conn, self._changes, runs, self._flow_read)
+        else:
+            self._flow.check(conn, self._changes, runs)
         messages = self._changes.dispatch_messages()
         outbox_ids = write(conn, list(runs), self._changes.rows(), messages, list(published))
         return Written(outbox_ids, messages, list(self._changes.stops))

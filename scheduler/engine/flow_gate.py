@@ -15,8 +15,9 @@ on its type or tenant) and the attempts that left flight:
 4. the dispatches still waiting are held: their READY row says why (``waiting_for``)
    and no message goes.
 
-Steps 1-3 read in one round trip; the slots the admitted take are written with the
-batch's other rows (``ChangeSet.flow``), in the writer's.
+Steps 1-3 read in one round trip (the lock's, when the engine applied its batch to
+runs it had cached: ``scheduler.engine.batch``); the slots the admitted take are written
+with the batch's other rows (``ChangeSet.flow``), in the writer's.
 
 A batch whose tasks need no key and with no operator limit costs nothing here but the
 limits' read, at most once a second.
@@ -25,9 +26,10 @@ limits' read, at most once a second.
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg import Connection
@@ -45,9 +47,33 @@ from scheduler.services.flow_admission import (
     PER_TENANT,
     KeyNeed,
     OperatorLimits,
+    PendingAdmission,
     Waiter,
-    admit_waiting,
 )
+
+
+@dataclass(frozen=True)
+class GateRead:
+    """An admission's read on its way, and the batch's dispatches it may hold."""
+
+    pending: PendingAdmission
+    gated: set[uuid.UUID]
+
+
+@dataclass(frozen=True)
+class Stakes:
+    """What a batch asks of flow control: slots to release, dispatches to hold."""
+
+    limits: OperatorLimits
+    ended: dict[uuid.UUID, tuple[KeyNeed, ...]]
+    hold: list[Waiter]
+
+    def send(self, conn: Connection[Any], now: datetime) -> GateRead:
+        """Send the admission's read in the caller's pipeline."""
+        pending = PendingAdmission.send(
+            conn, self.limits, now, release=self.ended, hold=self.hold,
+            per_tenant=min(PER_TENANT, max(AT_LEAST, len(self.ended) + len(self.hold))))
+        return GateRead(pending, {w.task_run_id for w in self.hold})
 
 
 @dataclass
@@ -69,7 +95,19 @@ class FlowGate:
         with it; one of another run is sent a ``redeliver``. The slots taken are written
         with the batch's rows (``ChangeSet.flow``).
         """
-        limits = self.limits(conn)
+        stakes = self.stakes(changes, self.limits(conn))
+        if stakes is None:
+            return
+        with conn.pipeline():
+            read = stakes.send(conn, changes.now)
+        self.settle(conn, changes, runs, read)
+
+    @staticmethod
+    def stakes(changes: ChangeSet, limits: OperatorLimits) -> Stakes | None:
+        """What the batch asks of flow control, or None if nothing is at stake.
+
+        Nothing is when no dispatch needs a key and no attempt that held one ended.
+        """
         gated = [(run, d, needs) for run, d in changes.dispatches
                  if (needs := needs_of(run, d.task, limits))]
         ended = {run.task_run_ids[task]: needs_of(run, task, limits)
@@ -77,18 +115,25 @@ class FlowGate:
                  if limits.limits or run.job.tasks[task].flow.concurrency
                  or run.job.tasks[task].flow.rate}
         if not gated and not ended:
-            return
+            return None
         hold = [Waiter(run.task_run_ids[d.task], run.id, d.task, d.attempt, run.job.tenant,
                        run.job.tasks[d.task].priority, needs) for run, d, needs in gated]
-        admission = admit_waiting(
-            conn, limits, changes.now, self._turns, release=ended, hold=hold,
-            per_tenant=min(PER_TENANT, max(AT_LEAST, len(ended) + len(hold))))
+        return Stakes(limits, ended, hold)
+
+    def settle(
+        self, conn: Connection[Any], changes: ChangeSet, runs: Sequence[RunRecord],
+        read: GateRead | None,
+    ) -> None:
+        """Decide on what :meth:`Stakes.send` read and change ``changes`` accordingly."""
+        if read is None:
+            return
+        admission = read.pending.decide(conn, self._turns)
         changes.flow += admission.take
         admitted = {a.task_run_id for a in admission.admitted}
         changes.hold(
             {tid: admission.waiting_for.get(tid, "its turn")
              for tid in admission.waiting if tid not in admitted},
-            {w.task_run_id for w in hold},
+            read.gated,
         )
         locked = {run.id: run for run in runs}
         for chosen in admission.admitted:
@@ -100,6 +145,11 @@ class FlowGate:
             else:
                 changes.signals.append(
                     activation(chosen.run_id, "redeliver", chosen.task, chosen.attempt))
+
+    @property
+    def limited(self) -> bool:
+        """Whether an operator limited a type or tenant, as this process last read."""
+        return bool(self._limits.limits)
 
     def limits(self, conn: Connection[Any]) -> OperatorLimits:
         """The operators' limits, read again once they are a second old."""

@@ -8,6 +8,7 @@ on two engines are applied one after the other: the join is dispatched once.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable
@@ -30,6 +31,11 @@ from common.persistence.queries import (
     UNPIN_PLAN,
 )
 from scheduler.engine.structure import JobStructure, StructureCache
+
+# A run another engine changed is locked before its batches are applied, for this long
+# (``RunLoader.cached``): an engine that guessed wrong pays a transaction more.
+SHARED_FOR_S = 30.0
+SHARED_KEPT = 10_000  # runs remembered as shared before old ones go
 
 
 @dataclass
@@ -101,6 +107,8 @@ class RunLoader:
     def __init__(self, structures: StructureCache) -> None:
         self._structures = structures
         self._cache: dict[uuid.UUID, RunRecord] = {}
+        # Runs found changed by another engine: when (monotonic seconds).
+        self._shared: dict[uuid.UUID, float] = {}
 
     def lock(
         self, conn: PgConnection[Any], run_ids: Iterable[uuid.UUID],
@@ -126,15 +134,9 @@ class RunLoader:
         ids = sorted(set(run_ids))
         unknown = [run_id for run_id in ids if run_id not in self._cache]
         with conn.pipeline():
-            claimed = (conn.execute(CLAIM_MESSAGES, (literal(message_ids),))
-                       if message_ids else None)
-            conn.execute(PIN_PLAN)
-            locked = conn.cursor(row_factory=args_row(LockedRun)).execute(
-                LOCK_RUNS, (literal(ids),))
-            conn.execute(UNPIN_PLAN)
+            sent = SentLock.send(conn, message_ids, ids)
             prefetched = _task_runs(conn, unknown) if unknown else None
-        fresh = {row[0] for row in claimed.fetchall()} if claimed is not None else set()
-        rows = locked.fetchall()
+        fresh, rows = sent.read()
         task_rows = _by_run(prefetched.fetchall() if prefetched is not None else [])
         records: dict[uuid.UUID, RunRecord] = {}
         stale = []
@@ -146,12 +148,37 @@ class RunLoader:
                 stale.append(row)
         records.update(self._load(conn, stale, task_rows))
         for row in rows:
-            record = records[row.id]
-            record.last_success_start = row.last_success_start
-            record.last_success_finish = row.last_success_finish
-            record.storage_json = row.storage_json
-            record.traceparent = row.traceparent
+            _refresh(records[row.id], row)
         return fresh, records
+
+    def cached(self, run_ids: Iterable[uuid.UUID]) -> dict[uuid.UUID, RunRecord] | None:
+        """The records of ``run_ids``, or None unless every one is cached and uncontended.
+
+        Uncontended: not found changed by another engine lately (:meth:`contended`).
+        A batch may then be applied to them before they are locked, its lock and flow
+        reads sent together (``scheduler.engine.batch``).
+        """
+        now = time.monotonic()
+        records = {}
+        for run_id in run_ids:
+            record = self._cache.get(run_id)
+            shared_at = self._shared.get(run_id)
+            if record is None or (shared_at is not None and now - shared_at < SHARED_FOR_S):
+                return None
+            records[run_id] = record
+        return records
+
+    def contended(self, run_ids: Iterable[uuid.UUID]) -> None:
+        """Forget these records, and lock their runs before applying for a while.
+
+        Another engine changed the runs, or a message of the batch was applied before.
+        """
+        now = time.monotonic()
+        if len(self._shared) > SHARED_KEPT:
+            self._shared = {k: at for k, at in self._shared.items() if now - at < SHARED_FOR_S}
+        for run_id in run_ids:
+            self._cache.pop(run_id, None)
+            self._shared[run_id] = now
 
     def remember(self, record: RunRecord) -> None:
         """Keep a record after its changes committed (its version was bumped)."""
@@ -173,6 +200,54 @@ class RunLoader:
         if missing:
             task_rows = {**task_rows, **_by_run(_task_runs(conn, missing).fetchall())}
         return {row.id: _record(row, jobs[row.job_id], task_rows.get(row.id, [])) for row in rows}
+
+
+@dataclass(frozen=True)
+class SentLock:
+    """The claim of a batch's messages and the lock of its runs, sent in a pipeline."""
+
+    message_ids: list[uuid.UUID]
+    claimed: Cursor[Any] | None
+    locked: Cursor[LockedRun]
+
+    @staticmethod
+    def send(conn: PgConnection[Any], message_ids: list[uuid.UUID],
+             run_ids: list[uuid.UUID]) -> SentLock:
+        """Claim and lock (runs in id order, ``LOCK_RUNS`` on its generic plan)."""
+        claimed = (conn.execute(CLAIM_MESSAGES, (literal(message_ids),))
+                   if message_ids else None)
+        conn.execute(PIN_PLAN)
+        locked = conn.cursor(row_factory=args_row(LockedRun)).execute(
+            LOCK_RUNS, (literal(run_ids),))
+        conn.execute(UNPIN_PLAN)
+        return SentLock(message_ids, claimed, locked)
+
+    def read(self) -> tuple[set[uuid.UUID], list[LockedRun]]:
+        """The message ids not seen before, and the locked runs' rows."""
+        fresh = {row[0] for row in self.claimed.fetchall()} if self.claimed is not None else set()
+        return fresh, self.locked.fetchall()
+
+    def confirms(self, records: dict[uuid.UUID, RunRecord]) -> bool:
+        """Whether every message was new and every run locked as cached (its version).
+
+        If so, the lock's fresh columns are copied into the records.
+        """
+        fresh, rows = self.read()
+        if len(fresh) != len(self.message_ids) or len(rows) != len(records):
+            return False
+        if any(records[row.id].version != row.version for row in rows):
+            return False
+        for row in rows:
+            _refresh(records[row.id], row)
+        return True
+
+
+def _refresh(record: RunRecord, row: LockedRun) -> None:
+    """What changes with other runs of the job, or may: read again with every lock."""
+    record.last_success_start = row.last_success_start
+    record.last_success_finish = row.last_success_finish
+    record.storage_json = row.storage_json
+    record.traceparent = row.traceparent
 
 
 def _task_runs(conn: PgConnection[Any], run_ids: list[uuid.UUID]) -> Cursor[TaskRunRow]:

@@ -6,6 +6,7 @@ memory instead of reading every task row for every batch of a 10,000-task run.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -61,6 +62,11 @@ class JobStructure:
     # a duration after its start.
     suspend_at: datetime | None = None
     suspend_after: timedelta | None = None
+
+    @functools.cached_property
+    def flow_controlled(self) -> bool:
+        """Whether a task of the job states a concurrency key or a rate (issue 16)."""
+        return any(t.flow.concurrency or t.flow.rate is not None for t in self.tasks.values())
 
     @property
     def infos(self) -> dict[str, TaskInfo]:

@@ -156,26 +156,60 @@ def admit_waiting(
     slots they take are in :attr:`Admission.take`, for the caller to write.
 
     All of it is read in one round trip (the keys' locks first, so that every read sees
-    what the last admission on them committed). Only what that read could not foresee
-    costs another: a candidate's keys beyond those locked, a rate window nobody here
-    stated, a released slot of a key no longer limited.
+    what the last admission on them committed); :class:`PendingAdmission` sends it in
+    a pipeline the caller has open. Only what that read could not foresee costs another:
+    a candidate's keys beyond those locked, a rate window nobody here stated, a released
+    slot of a key no longer limited.
 
     ``turns`` maps each set of keys to the tenant served last on it (the caller keeps
     it); ``per_tenant`` bounds the waiters of each tenant and key looked at.
     """
-    release = release or {}
-    known = [n for ns in release.values() for n in ns] + [n for w in hold for n in w.needs]
-    locked = sorted(set(keys) | {n.key for n in known})
-    read = _Read.fetch(conn, locked, release, hold, windows=_windows(known, limits), now=now,
-                       per_tenant=per_tenant)
-    admission = _decide(conn, read, limits, now, turns)
-    extra = read.released - set(locked)
-    if not extra:
-        return admission
-    more = admit_waiting(conn, limits, now, turns, keys=extra, per_tenant=per_tenant)
-    return Admission(admission.admitted + more.admitted,
-                     {**admission.waiting_for, **more.waiting_for}, admission.waiting,
-                     admission.take + more.take)
+    with conn.pipeline():
+        pending = PendingAdmission.send(conn, limits, now, keys=keys, release=release,
+                                        hold=hold, per_tenant=per_tenant)
+    return pending.decide(conn, turns)
+
+
+@dataclass
+class PendingAdmission:
+    """An admission's read, sent in the caller's pipeline and not yet decided.
+
+    The engine sends it with its runs' lock when it applied a batch to runs it had
+    cached (``scheduler.engine.batch``), which saves the read its own round trip.
+    """
+
+    limits: OperatorLimits
+    now: datetime
+    per_tenant: int
+    locked: list[str]
+    sent: _Sent
+
+    @staticmethod
+    def send(
+        conn: Connection[Any], limits: OperatorLimits, now: datetime, *,
+        keys: Iterable[str] = (), release: Mapping[uuid.UUID, Sequence[KeyNeed]] | None = None,
+        hold: Sequence[Waiter] = (), per_tenant: int = PER_TENANT,
+    ) -> PendingAdmission:
+        """Send the locks, release, hold and reads of :func:`admit_waiting`; read nothing."""
+        release = release or {}
+        known = [n for ns in release.values() for n in ns] + [n for w in hold for n in w.needs]
+        locked = sorted(set(keys) | {n.key for n in known})
+        sent = _Sent.send(conn, locked, release, hold, windows=_windows(known, limits),
+                          now=now, per_tenant=per_tenant)
+        return PendingAdmission(limits, now, per_tenant, locked, sent)
+
+    def decide(self, conn: Connection[Any], turns: dict[str, str]) -> Admission:
+        """Read what was sent and decide; released keys not locked get a pass of their own."""
+        read = self.sent.read()
+        admission = _decide(conn, read, self.limits, self.now, turns)
+        extra = read.released - set(self.locked)
+        if not extra:
+            return admission
+        more = admit_waiting(conn, self.limits, self.now, turns, keys=extra,
+                             per_tenant=self.per_tenant)
+        return Admission(admission.admitted + more.admitted,
+                         {**admission.waiting_for, **more.waiting_for}, admission.waiting,
+                         admission.take + more.take)
 
 
 @dataclass
@@ -190,53 +224,80 @@ class _Read:
     started: dict[str, int]
     rated: dict[tuple[str, float], int]
 
+
+
+@dataclass
+class _Sent:
+    """The cursors of an admission's read, answered when the pipeline syncs."""
+
+    locked: list[str]
+    hold: Sequence[Waiter]
+    attempts: dict[uuid.UUID, int]
+    released: Cursor[Any] | None
+    holding: Cursor[Any] | None
+    candidates: Cursor[Any] | None
+    usage: Cursor[Any] | None
+    rates: Cursor[Any] | None
+
     @staticmethod
-    def fetch(
+    def send(
         conn: Connection[Any], locked: list[str], release: Mapping[uuid.UUID, Sequence[KeyNeed]],
         hold: Sequence[Waiter], *, windows: set[tuple[str, float]], now: datetime,
         per_tenant: int,
-    ) -> _Read:
-        """Lock, release, hold, then read candidates and usage: one round trip."""
+    ) -> _Sent:
+        """Lock, release, hold, then read candidates and usage, in the open pipeline."""
         attempts = {w.task_run_id: w.attempt for w in hold}
-        with conn.pipeline():
-            keys = literal(locked)
-            if locked:
-                conn.execute(LOCK_FLOW_KEYS, (keys,))
-            released = (conn.execute(RELEASE_FLOW, {"ids": literal(release)})
-                        if release else None)
-            holding = conn.execute(HELD_FLOW_SLOTS, (literal(attempts),)) if hold else None
-            if hold:
-                conn.execute(INSERT_FLOW_WAITERS, literals(_waiter_columns(hold, now)))
-            candidates = (in_key_order(conn, FLOW_CANDIDATES, (keys, per_tenant))
-                          if locked else None)
-            usage = conn.execute(FLOW_USAGE, (keys,)) if locked else None
-            rates = _rate_usage(conn, windows, now)
+        keys = literal(locked)
+        if locked:
+            conn.execute(LOCK_FLOW_KEYS, (keys,))
+        released = conn.execute(RELEASE_FLOW, {"ids": literal(release)}) if release else None
+        holding = conn.execute(HELD_FLOW_SLOTS, (literal(attempts),)) if hold else None
+        if hold:
+            conn.execute(INSERT_FLOW_WAITERS, literals(_waiter_columns(hold, now)))
+        candidates = usage = None
+        if locked:
+            candidates, usage = in_key_order(conn, FLOW_CANDIDATES, (keys, per_tenant),
+                                             then=(FLOW_USAGE, (keys,)))
+        return _Sent(locked, hold, attempts, released, holding, candidates, usage,
+                     _rate_usage(conn, windows, now))
+
+    def read(self) -> _Read:
+        """What the server answered (the pipeline has synced)."""
         held: dict[uuid.UUID, set[str]] = defaultdict(set)
-        for task_run_id, attempt, key in holding.fetchall() if holding is not None else ():
-            if attempts[task_run_id] == attempt:
+        for task_run_id, attempt, key in _rows(self.holding):
+            if self.attempts[task_run_id] == attempt:
                 held[task_run_id].add(key)
-        used, started = _usage(usage.fetchall() if usage is not None else [])
+        used, started = _usage(_rows(self.usage))
         return _Read(
-            locked,
-            {row[0] for row in released.fetchall()} if released is not None else set(),
-            {w.task_run_id for w in hold if not {n.key for n in w.needs} <= held[w.task_run_id]},
-            candidates.fetchall() if candidates is not None else [],
-            used, started, _rated(rates),
+            self.locked, {row[0] for row in _rows(self.released)},
+            {w.task_run_id for w in self.hold
+             if not {n.key for n in w.needs} <= held[w.task_run_id]},
+            _rows(self.candidates), used, started, _rated(self.rates),
         )
 
 
-def in_key_order(conn: Connection[Any], query: str, params: Any = None) -> Cursor[Any]:
+def _rows(cursor: Cursor[Any] | None) -> list[Any]:
+    return cursor.fetchall() if cursor is not None else []
+
+
+def in_key_order(
+    conn: Connection[Any], query: str, params: Any = None, *,
+    then: tuple[str, Any] | None = None,
+) -> tuple[Cursor[Any], Cursor[Any] | None]:
     """Run ``query``, a read of a flow queue by key, pinned to the key's order index.
 
-    Between ``PIN_ORDER`` and ``UNPIN_ORDER`` (``common.persistence.queries`` says why);
-    in a pipeline, the cursor's rows come with the pipeline's others.
+    Between ``PIN_ORDER`` and ``UNPIN_ORDER`` (``common.persistence.queries`` says why),
+    and with the generic plan (``PIN_PLAN``); ``then`` is one more statement (and its
+    parameters) that wants that plan too, run in the same window. In a pipeline, the
+    cursors' rows come with the pipeline's others.
     """
     conn.execute(PIN_ORDER)
     conn.execute(PIN_PLAN)
     cursor = conn.execute(query, params)
+    more = conn.cursor().execute(*then) if then is not None else None
     conn.execute(UNPIN_PLAN)
     conn.execute(UNPIN_ORDER)
-    return cursor
+    return cursor, more
 
 
 def _decide(

@@ -20,7 +20,13 @@ from typing import Any
 import psycopg
 import pytest
 
-from common.persistence.queries import FLOW_CANDIDATES, PIN_ORDER, UNPIN_ORDER, WAITING_FLOW_KEYS
+from common.persistence.queries import (
+    FLOW_CANDIDATES,
+    FLOW_USAGE,
+    PIN_ORDER,
+    UNPIN_ORDER,
+    WAITING_FLOW_KEYS,
+)
 from tests.sql_plans import generic_plan
 
 ORDER_COLUMNS = "(key, tenant, priority DESC, seq)"
@@ -97,3 +103,29 @@ def test_the_candidates_read_answers_in_order(drained: psycopg.Connection[Any]) 
     assert got == [(TENANT + n, 1) for n in "001122"]
     seqs = [row[7] for row in rows]
     assert seqs[0] < seqs[1] and seqs[2] < seqs[3] and seqs[4] < seqs[5]
+
+
+def test_the_usage_read_takes_the_slots_by_key(database_url: str) -> None:
+    """``FLOW_USAGE`` runs on its generic plan too (``in_key_order``): on a drained
+    ``flow_slots`` that now holds 20,000 slots, it still steps into the key's slots."""
+    with psycopg.connect(database_url) as conn:
+        conn.execute("CREATE TEMP TABLE flow_slots "
+                     "(LIKE public.flow_slots INCLUDING ALL) ON COMMIT DROP")
+        fill_slots(conn, "key:drained", 5000)
+        conn.execute("DELETE FROM flow_slots")
+        conn.execute("ANALYZE flow_slots")
+        fill_slots(conn, "key:now", 20000)
+        conn.execute(PIN_ORDER)
+        plan = generic_plan(conn, FLOW_USAGE, "'{key:now1}'")
+        conn.rollback()
+    assert not any("Seq Scan" in line for line in plan), plan
+    assert any(re.search(r"Index (Only )?Scan using \w+ on flow_slots", line) for line in plan)
+    assert any("Index Cond: ((key)::text = ANY" in line for line in plan), plan
+
+
+def fill_slots(conn: psycopg.Connection[Any], key: str, count: int) -> None:
+    """``count`` slots spread over 40 keys named ``key`` and a number."""
+    conn.execute(
+        "INSERT INTO flow_slots (key, task_run_id, attempt, tenant, at) "
+        "SELECT %s || (i %% 40), gen_random_uuid(), 1, 't' || (i %% 3), now() "
+        "FROM generate_series(1, %s) AS i", (key, count))

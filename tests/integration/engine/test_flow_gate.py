@@ -22,7 +22,7 @@ from common.persistence.db import make_engine, make_sessions
 from common.persistence.models import FlowLimit, OutboxMessage, TaskRun
 from common.persistence.outbox import OutboxRelay
 from scheduler.beat.flow import AdmitWaiting, adopt_for_new_limits
-from scheduler.engine.batch import BatchApplier
+from scheduler.engine.batch import BatchApplier, BatchOutcome
 from scheduler.engine.flow_gate import FlowGate
 from scheduler.engine.incoming import Incoming
 from scheduler.engine.loading import RunLoader
@@ -58,13 +58,16 @@ class Engine:
     def start(self, run_id: uuid.UUID) -> None:
         self.send(Activation(run_id=run_id))
 
-    def send(self, message: Activation | TaskResult) -> None:
-        self.applier.apply([Incoming(message.message_id, message.run_id, message)])
+    def send(self, message: Activation | TaskResult) -> BatchOutcome:
+        return self.applier.apply([Incoming(message.message_id, message.run_id, message)])
 
-    def finish(self, run_id: uuid.UUID, task: str) -> None:
+    def finish(self, run_id: uuid.UUID, task: str) -> BatchOutcome:
+        return self.send(self.result(run_id, task))
+
+    def result(self, run_id: uuid.UUID, task: str) -> TaskResult:
         row = self.task(run_id, task)
-        self.send(TaskResult(task_run_id=row.id, run_id=run_id, attempt=row.attempt,
-                             kind="finished", outcome="COMPLETED"))
+        return TaskResult(task_run_id=row.id, run_id=run_id, attempt=row.attempt,
+                          kind="finished", outcome="COMPLETED", worker="w1")
 
     def task(self, run_id: uuid.UUID, name: str) -> TaskRun:
         with self.sessions() as session:
@@ -244,3 +247,50 @@ def test_an_engine_that_does_not_know_a_new_limit_yet_admits_nothing_past_it(
     assert fresh.states([later]) == {(later, "t0"): f"concurrency {key} 3/1"}
     stale.finish(early, "t0")
     assert stale.usage(key) == 2 and not stale.redeliveries([later])
+
+
+def test_a_batch_of_a_cached_limited_run_is_applied_ahead_of_its_lock(
+    quiet_settings: Settings,
+) -> None:
+    """Its flow read goes with the lock; a message applied before sends it back to the
+    ordinary way (applied after the lock), which then changes nothing, for a while."""
+    engine = Engine(quiet_settings)
+    key = f"db-{uuid.uuid4().hex[:8]}"
+    run_id = engine.submit(fan_out("job", 3, concurrency=[{"key": key, "limit": 1}]))
+    assert not engine.send(Activation(run_id=run_id)).ahead  # not cached yet
+    done = engine.result(run_id, "t0")
+    first = engine.send(done)
+    assert first.ahead and first.applied == 1
+    after = engine.states([run_id])
+    assert sorted(w or "" for w in after.values()) == ["", f"concurrency {key} 1/1"]
+    again = engine.send(done)  # redelivered: seen before, so applied after the lock
+    assert (again.ahead, again.applied, again.duplicates) == (False, 0, 1)
+    assert again.outcomes == {"w1": [str(done.message_id)]}  # acknowledged all the same
+    assert engine.states([run_id]) == after and engine.usage(f"key:{key}") == 1
+    running = next(name for (_, name), waiting in after.items() if waiting is None)
+    assert not engine.finish(run_id, running).ahead  # the run is locked first for a while
+    assert list(engine.states([run_id]).values()) == [None]
+
+
+def test_a_run_another_engine_changed_is_applied_after_its_lock(
+    quiet_settings: Settings,
+) -> None:
+    """Engine A's cached copy is a version behind: its batch goes the ordinary way and is
+    applied once, on what engine B committed."""
+    one, two = Engine(quiet_settings), Engine(quiet_settings)
+    key = f"db-{uuid.uuid4().hex[:8]}"
+    run_id = one.submit(fan_out("job", 3, concurrency=[{"key": key, "limit": 1}]))
+    one.start(run_id)
+    assert one.finish(run_id, "t0").ahead  # t1 or t2 goes
+    running = [name for (_, name), waiting in one.states([run_id]).items() if waiting is None]
+    two.finish(run_id, running[0])  # the last one goes
+    last = next(name for (_, name) in one.states([run_id]))
+    outcome = one.finish(run_id, last)
+    assert (outcome.ahead, outcome.applied) == (False, 1)
+    with one.sessions() as session:
+        state = session.scalar(text("SELECT state FROM runs WHERE id = :r"), {"r": run_id})
+        completions = session.scalar(text(
+            "SELECT count(*) FROM journal WHERE run_id = :r AND task IS NOT NULL "
+            "AND to_state = 'COMPLETED'"), {"r": run_id})
+    assert (state, completions) == ("COMPLETED", 3)
+    assert one.usage(f"key:{key}") == 0
