@@ -57,20 +57,26 @@ class BatchStats:
     def _reset(self) -> None:
         self.messages = 0
         self.batches = 0
+        self.ahead = 0
         self.busy_s = 0.0
         self._since = time.monotonic()
 
-    def add(self, messages: int, busy_s: float) -> None:
-        """Count one applied batch; log and reset when the period is over."""
+    def add(self, messages: int, busy_s: float, *, ahead: bool = False) -> None:
+        """Count one applied batch; log and reset when the period is over.
+
+        ``ahead``: applied before its lock (``BatchApplier._commit_ahead``).
+        """
         self.messages += messages
         self.batches += 1
+        self.ahead += ahead
         self.busy_s += busy_s
         elapsed = time.monotonic() - self._since
         if elapsed >= STATS_EVERY_S:
             log.info(
                 "applied %d messages in %d batches (%.1f per batch, %.1f ms per batch, "
-                "busy %.0f%%)", self.messages, self.batches, self.messages / self.batches,
-                1000 * self.busy_s / self.batches, 100 * self.busy_s / elapsed,
+                "busy %.0f%%, %d ahead of their lock)", self.messages, self.batches,
+                self.messages / self.batches, 1000 * self.busy_s / self.batches,
+                100 * self.busy_s / elapsed, self.ahead,
             )
             self._reset()
 
@@ -260,7 +266,7 @@ class EngineConsumer:
         if self._on_outcome is not None:
             self._on_outcome(outcome)
         busy_s = time.monotonic() - started
-        self.stats.add(messages, busy_s)
+        self.stats.add(messages, busy_s, ahead=outcome.ahead)
         self._load.add(started, started + busy_s)
         if self._timings is not None:
             self._timings.observe(busy_s)
