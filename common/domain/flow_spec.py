@@ -73,9 +73,14 @@ class FlowNeeds:
     concurrency: tuple[tuple[str, int], ...] = ()
     rate: tuple[str, int, float] | None = None
 
+    @property
+    def asks(self) -> bool:
+        """Whether the task states a concurrency key or a rate."""
+        return bool(self.concurrency) or self.rate is not None
+
     def to_json(self) -> dict[str, Any] | None:
         """As stored in ``tasks.flow`` (None when the task asks for nothing)."""
-        if not self.concurrency and self.rate is None:
+        if not self.asks:
             return None
         return {"concurrency": [list(pair) for pair in self.concurrency],
                 "rate": None if self.rate is None else list(self.rate)}

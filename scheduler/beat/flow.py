@@ -60,7 +60,7 @@ class AdmitWaiting:
         if self._pruned_at is None or now - self._pruned_at >= PRUNE_EVERY:
             conn.execute(PRUNE_FLOW_STARTS, (now - LONGEST_WINDOW,))
             self._pruned_at = now
-        waiting, _ = in_key_order(conn, WAITING_FLOW_KEYS)
+        (waiting,) = in_key_order(conn, (WAITING_FLOW_KEYS, None))
         keys = [row[0] for row in waiting]
         if not keys:
             return []

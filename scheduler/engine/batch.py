@@ -106,7 +106,8 @@ class BatchApplier:
         With tracing on, each run of the batch gets a span of it in its own trace.
         """
         started_ns = time.time_ns()
-        cached = self._loader.cached({m.run_id for m in batch})
+        run_ids = {m.run_id for m in batch}
+        cached = self._loader.cached(run_ids)
         if cached is not None and (self._flow.limited or any(
                 run.job.flow_controlled for run in cached.values())):
             outcome = self._commit_ahead(batch, cached)
@@ -118,7 +119,7 @@ class BatchApplier:
                 # The runs of redelivered messages are locked too (rare, and harmless):
                 # claiming and locking then take one round trip.
                 fresh, records = self._loader.claim_and_lock(
-                    conn, [m.message_id for m in batch], {m.run_id for m in batch},
+                    conn, [m.message_id for m in batch], run_ids,
                 )
                 todo = [m for m in batch if m.message_id in fresh]
                 applying = Applying(self._clock(), self._lease_ttl, self._flow)

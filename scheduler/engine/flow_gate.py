@@ -112,8 +112,7 @@ class FlowGate:
                  if (needs := needs_of(run, d.task, limits))]
         ended = {run.task_run_ids[task]: needs_of(run, task, limits)
                  for run, task in changes.ended
-                 if limits.limits or run.job.tasks[task].flow.concurrency
-                 or run.job.tasks[task].flow.rate}
+                 if limits.limits or run.job.tasks[task].flow.asks}
         if not gated and not ended:
             return None
         hold = [Waiter(run.task_run_ids[d.task], run.id, d.task, d.attempt, run.job.tenant,

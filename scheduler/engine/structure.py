@@ -66,7 +66,7 @@ class JobStructure:
     @functools.cached_property
     def flow_controlled(self) -> bool:
         """Whether a task of the job states a concurrency key or a rate (issue 16)."""
-        return any(t.flow.concurrency or t.flow.rate is not None for t in self.tasks.values())
+        return any(t.flow.asks for t in self.tasks.values())
 
     @property
     def infos(self) -> dict[str, TaskInfo]:

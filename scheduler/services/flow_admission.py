@@ -225,7 +225,6 @@ class _Read:
     rated: dict[tuple[str, float], int]
 
 
-
 @dataclass
 class _Sent:
     """The cursors of an admission's read, answered when the pipeline syncs."""
@@ -256,8 +255,8 @@ class _Sent:
             conn.execute(INSERT_FLOW_WAITERS, literals(_waiter_columns(hold, now)))
         candidates = usage = None
         if locked:
-            candidates, usage = in_key_order(conn, FLOW_CANDIDATES, (keys, per_tenant),
-                                             then=(FLOW_USAGE, (keys,)))
+            candidates, usage = in_key_order(
+                conn, (FLOW_CANDIDATES, (keys, per_tenant)), (FLOW_USAGE, (keys,)))
         return _Sent(locked, hold, attempts, released, holding, candidates, usage,
                      _rate_usage(conn, windows, now))
 
@@ -280,24 +279,19 @@ def _rows(cursor: Cursor[Any] | None) -> list[Any]:
     return cursor.fetchall() if cursor is not None else []
 
 
-def in_key_order(
-    conn: Connection[Any], query: str, params: Any = None, *,
-    then: tuple[str, Any] | None = None,
-) -> tuple[Cursor[Any], Cursor[Any] | None]:
-    """Run ``query``, a read of a flow queue by key, pinned to the key's order index.
+def in_key_order(conn: Connection[Any], *statements: tuple[str, Any]) -> list[Cursor[Any]]:
+    """Run ``statements`` (each with its parameters), reads of a flow queue by key.
 
-    Between ``PIN_ORDER`` and ``UNPIN_ORDER`` (``common.persistence.queries`` says why),
-    and with the generic plan (``PIN_PLAN``); ``then`` is one more statement (and its
-    parameters) that wants that plan too, run in the same window. In a pipeline, the
-    cursors' rows come with the pipeline's others.
+    Between ``PIN_ORDER`` and ``UNPIN_ORDER`` (``common.persistence.queries`` says why:
+    the key's order index), and on their generic plans (``PIN_PLAN``). In a pipeline,
+    the cursors' rows come with the pipeline's others.
     """
     conn.execute(PIN_ORDER)
     conn.execute(PIN_PLAN)
-    cursor = conn.execute(query, params)
-    more = conn.cursor().execute(*then) if then is not None else None
+    cursors = [conn.execute(query, params) for query, params in statements]
     conn.execute(UNPIN_PLAN)
     conn.execute(UNPIN_ORDER)
-    return cursor, more
+    return cursors
 
 
 def _decide(

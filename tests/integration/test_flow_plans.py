@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg import sql
 
 from common.persistence.queries import (
     FLOW_CANDIDATES,
@@ -37,14 +38,25 @@ TENANT = "tenant-" + "t" * 150
 def drained(database_url: str) -> Iterator[psycopg.Connection[Any]]:
     """A connection whose ``flow_waiters`` drained, was analyzed, and holds 2,000 waiters."""
     with psycopg.connect(database_url) as conn:
-        conn.execute("CREATE TEMP TABLE flow_waiters "
-                     "(LIKE public.flow_waiters INCLUDING ALL) ON COMMIT DROP")
-        fill(conn, "key:drained", 5000)
-        conn.execute("DELETE FROM flow_waiters")
-        conn.execute("ANALYZE flow_waiters")
-        fill(conn, "key:now", 2000)
+        drained_copy(conn, "flow_waiters", fill, 2000)
         yield conn
         conn.rollback()
+
+
+def drained_copy(
+    conn: psycopg.Connection[Any], table: str,
+    fill: Callable[[psycopg.Connection[Any], str, int], None], count: int,
+) -> None:
+    """A temporary copy of ``table`` (hiding it from ``conn``) that was filled, drained
+    and analyzed (its row estimate now zero), then filled with ``count`` rows of
+    ``key:now``."""
+    name = sql.Identifier(table)
+    conn.execute(sql.SQL("CREATE TEMP TABLE {} (LIKE {} INCLUDING ALL) ON COMMIT DROP")
+                 .format(name, sql.Identifier("public", table)))
+    fill(conn, "key:drained", 5000)
+    conn.execute(sql.SQL("DELETE FROM {}").format(name))
+    conn.execute(sql.SQL("ANALYZE {}").format(name))
+    fill(conn, "key:now", count)
 
 
 def fill(conn: psycopg.Connection[Any], key: str, count: int) -> None:
@@ -109,12 +121,7 @@ def test_the_usage_read_takes_the_slots_by_key(database_url: str) -> None:
     """``FLOW_USAGE`` runs on its generic plan too (``in_key_order``): on a drained
     ``flow_slots`` that now holds 20,000 slots, it still steps into the key's slots."""
     with psycopg.connect(database_url) as conn:
-        conn.execute("CREATE TEMP TABLE flow_slots "
-                     "(LIKE public.flow_slots INCLUDING ALL) ON COMMIT DROP")
-        fill_slots(conn, "key:drained", 5000)
-        conn.execute("DELETE FROM flow_slots")
-        conn.execute("ANALYZE flow_slots")
-        fill_slots(conn, "key:now", 20000)
+        drained_copy(conn, "flow_slots", fill_slots, 20000)
         conn.execute(PIN_ORDER)
         plan = generic_plan(conn, FLOW_USAGE, "'{key:now1}'")
         conn.rollback()
