@@ -140,6 +140,43 @@ READ_JOB = (
 )
 
 
+# ---- Listing jobs (``GET /jobs``): scheduler.services.job_queries.list_jobs ----
+
+# A page of jobs, newest first, each with its first run's id and its latest run (``l``)
+# as ``READ_JOB`` has them: one statement. Only the columns a job's summary shows: a
+# job's spec and params, JSON the page does not show, were two thirds of the decoding.
+# ``{where}`` is ``true`` or some of ``LIST_JOBS_WHERE`` joined by AND (each names its
+# own parameters).
+LIST_JOBS = (
+    "SELECT j.id, j.name, j.description, j.application, j.type, j.tenant, j.owner, "
+    "  j.labels, j.priority, j.schedule, j.draft, j.enabled, j.version, j.next_fire_at, "
+    "  j.created_at, j.updated_at, "
+    "  (SELECT f.id FROM runs AS f WHERE f.job_id = j.id AND f.number = 1) "
+    "  AS first_run_id, l.id AS latest_id, l.number AS latest_number, "
+    "  l.state AS latest_state, l.started_at AS latest_started_at, "
+    "  l.finished_at AS latest_finished_at "
+    "FROM jobs AS j LEFT JOIN LATERAL (SELECT id, number, state, started_at, finished_at "
+    "  FROM runs WHERE job_id = j.id ORDER BY number DESC LIMIT 1) AS l ON true "
+    "WHERE {where} ORDER BY j.created_at DESC, j.id DESC LIMIT %(limit)s"
+)
+
+LIST_JOBS_WHERE = {
+    "type": "j.type = %(type)s",
+    "application": "j.application = %(application)s",
+    "tenant": "j.tenant = %(tenant)s",
+    "labels": "j.labels @> %(labels)s",
+    # ``job_queries.job_state`` in SQL: a cron job between runs shows SCHEDULED or
+    # DISABLED, any other job its latest run's state, or NEW.
+    "states": (
+        "(CASE WHEN NOT j.draft AND coalesce(j.schedule->>'cron', '') <> '' "
+        "  AND (l.state IS NULL OR l.state = ANY(%(terminal)s)) "
+        "  THEN CASE WHEN j.enabled THEN 'SCHEDULED' ELSE 'DISABLED' END "
+        "  ELSE coalesce(l.state, 'NEW') END) = ANY(%(states)s)"
+    ),
+    "name": "j.name ILIKE %(name)s ESCAPE '\\'",
+    "cursor": "(j.created_at, j.id) < (%(after_created_at)s, %(after_id)s)",
+}
+
 # ---- Showing one run (the API's reads): scheduler.services.run_queries ----
 
 # What a run's ``ETag`` is made of, and whose it is: its version, its job's, the tenant.
@@ -201,6 +238,16 @@ TASK_COLUMNS = (
 )
 COPY_TASKS = f"COPY tasks ({', '.join(TASK_COLUMNS)}) FROM STDIN"
 COPY_TASK_EDGES = "COPY task_edges (job_id, from_task, to_task) FROM STDIN"
+
+# Checked before a job is written (``job_names.check_name_free``,
+# ``worker_types.registered``): plain SQL on the Session's connection, as a create's
+# ORM queries cost the API more CPU than PostgreSQL spent on them.
+JOB_NAMED = "SELECT id FROM jobs WHERE tenant = %s AND name = %s"
+# Locked ``FOR SHARE``: a type cannot be deleted while a job is being bound to it.
+REGISTERED_TYPES = (
+    "SELECT name, engine, url, sealed_headers, job_template FROM worker_types "
+    "WHERE name = ANY(%s) FOR SHARE"
+)
 
 
 # ---- Runs as they are created: scheduler.services.runs ----

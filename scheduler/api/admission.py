@@ -60,3 +60,11 @@ class Admission:
         if self._slots is None or self._loop is not loop:
             self._slots, self._loop = asyncio.Semaphore(self._limit), loop
         return self._slots
+
+
+def loop_reads(base: str) -> re.Pattern[str]:
+    """``on_loop`` for an API under ``base``: the paths the event loop answers.
+
+    A job, a run and the list of jobs are read from ``Resources.reads``.
+    """
+    return re.compile(f"{re.escape(base)}/(?:jobs(?:/[^/]+)?|runs/[^/]+)")

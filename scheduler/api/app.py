@@ -6,7 +6,6 @@ Connections are opened in the lifespan and closed after it, so that creating an 
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from functools import partial
@@ -17,7 +16,7 @@ from fastapi import FastAPI
 from common.config import Settings
 from common.messaging.messages import utcnow
 from common.tracing import tracing_on
-from scheduler.api.admission import Admission
+from scheduler.api.admission import Admission, loop_reads
 from scheduler.api.errors import install_error_handlers
 from scheduler.api.limits import BodySizeLimit
 from scheduler.api.openapi import openapi_document
@@ -77,10 +76,11 @@ def create_app(settings: Settings, *, clock: Clock = utcnow) -> FastAPI:
     app.state.supervisor_status = settings.supervisor_status  # GET /healthz, under ``up``
     app.state.retention_keep_runs = settings.retention_keep_runs  # POST /prune's default
     app.state.live_events = LiveEvents(settings.redis_url)
-    # Streams hold no thread and no connection while they last: they take no slot.
+    # Streams hold no thread and no connection while they last: they take no slot; nor
+    # do the reads the event loop answers (a job, a run, the list of jobs).
     app.add_middleware(
         Admission, limit=REQUEST_THREADS, exempt=(f"{base}{EVENTS_PATH}",),
-        on_loop=re.compile(f"{re.escape(base)}/(?:jobs|runs)/[^/]+"),
+        on_loop=loop_reads(base),
     )  # inside: bodies are read first
     app.add_middleware(BodySizeLimit, max_bytes=limits.max_body_bytes)
     if tracing_on():  # a span per request, the root of the traces of runs it creates

@@ -13,7 +13,9 @@ from uuid import UUID
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from common.persistence.db import driver
 from common.persistence.models import Job
+from common.persistence.queries import JOB_NAMED
 from scheduler.services.errors import Conflict, NotFound
 
 
@@ -43,7 +45,8 @@ def check_name_free(
     session: Session, tenant: str, name: str, job_id: UUID | None = None,
 ) -> None:
     """:class:`Conflict` if another job of ``tenant`` is named ``name``."""
-    holder = session.scalar(select(Job.id).where(Job.tenant == tenant, Job.name == name))
+    row = driver(session).execute(JOB_NAMED, (tenant, name)).fetchone()
+    holder = None if row is None else row[0]
     if holder is not None and holder != job_id:
         where = f" in tenant {tenant!r}" if tenant else ""
         raise Conflict(

@@ -14,11 +14,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import datetime
 
+from psycopg.rows import dict_row
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from common.domain.worker_types import RegisteredType, WorkerTemplate, WorkerTypeSpec
+from common.persistence.db import driver
+from common.persistence.detached import detached
 from common.persistence.models import Task, WorkerType
+from common.persistence.queries import REGISTERED_TYPES
 from common.secure_params import NoSecretKey, SecretBox, SecretKeyError
 from scheduler.services import access
 from scheduler.services.access import Principal
@@ -91,10 +95,9 @@ def registered(
 
     Locked ``FOR SHARE``: a type cannot be deleted while a job is being bound to it.
     """
-    rows = session.scalars(
-        select(WorkerType).where(WorkerType.name.in_(set(names))).with_for_update(read=True)
-    )
-    return {row.name: _registered(row, secrets) for row in rows}
+    rows = driver(session).cursor(row_factory=dict_row).execute(
+        REGISTERED_TYPES, (list(set(names)),))
+    return {row["name"]: _registered(detached(WorkerType, row), secrets) for row in rows}
 
 
 def _registered(row: WorkerType, secrets: SecretBox) -> RegisteredType:

@@ -24,16 +24,20 @@ NOT_STATEMENTS = {"NOTIFY_CHANNEL", "COMMIT", "PIN_ORDER", "UNPIN_ORDER", "PIN_P
                   "TASK_COLUMNS"}
 # COPY is no statement PREPARE takes: each copies no row instead (below).
 COPIES = {"COPY_TASKS", "COPY_TASK_EDGES"}
+# A statement with a ``{where}`` of its clauses: prepared with all of them.
+CLAUSES = {"LIST_JOBS": "LIST_JOBS_WHERE"}
 
 
 def statements() -> Iterator[tuple[str, str]]:
     """``(name, SQL)`` of every statement, ``text()`` ones rendered with psycopg's style."""
     dialect = create_engine("postgresql+psycopg://").dialect  # no connection is made
     for name, value in sorted(vars(queries).items()):
-        if not name.isupper() or name in NOT_STATEMENTS | COPIES:
+        if not name.isupper() or name in NOT_STATEMENTS | COPIES | set(CLAUSES.values()):
             continue
         if isinstance(value, TextClause):
             yield name, str(value.compile(dialect=dialect))
+        elif name in CLAUSES:
+            yield name, value.format(where=" AND ".join(getattr(queries, CLAUSES[name]).values()))
         else:
             assert isinstance(value, str), f"{name} is neither SQL text nor a string"
             yield name, value

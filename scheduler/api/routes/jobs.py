@@ -64,7 +64,7 @@ Cursor = Annotated[str | None, Query(
 )]
 
 
-def job_filter(
+async def job_filter(
     job_type: Annotated[str | None, Query(alias="type")] = None,
     application: str | None = None,
     tenant: str | None = None,
@@ -109,13 +109,15 @@ def create(
     return JobPublic.of_detail(read_job(session, created.job_id), resources.served_types())
 
 
-@router.get("", dependencies=[Depends(scope("job.read"))])
-def list_(
-    session: SessionDep, filters: Annotated[JobFilter, Depends(job_filter)],
+@router.get("", response_model=JobsPublic, dependencies=[Depends(scope("job.read"))])
+async def list_(
+    resources: ResourcesDep, filters: Annotated[JobFilter, Depends(job_filter)],
     limit: Limit = 50, cursor: Cursor = None,
-) -> JobsPublic:
+) -> Response:
     """Jobs, newest first, one page at a time."""
-    return JobsPublic.of(list_jobs(session, filters, limit, cursor))
+    page = await resources.read(lambda conn: list_jobs(conn, filters, limit, cursor))
+    return Response(JobsPublic.of(page).model_dump_json(by_alias=True),
+                    media_type="application/json")
 
 
 @router.get("/{job_id}", response_model=JobPublic, dependencies=[Depends(scope("job.read"))])

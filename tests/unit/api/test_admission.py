@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import re
 from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
-from scheduler.api.admission import Admission
+from scheduler.api.admission import Admission, loop_reads
 
-ON_LOOP = re.compile("/api/v1/(?:jobs|runs)/[^/]+")
+ON_LOOP = loop_reads("/api/v1")
 
 
 def http(method: str, path: str) -> Scope:
@@ -31,7 +30,7 @@ def test_a_read_on_the_loop_goes_while_every_slot_is_taken() -> None:
         answered: list[str] = []
 
         async def app(scope: Scope, receive: Receive, send: Send) -> None:
-            if scope["path"] == "/api/v1/jobs":  # a create holds the only slot
+            if (scope["method"], scope["path"]) == ("POST", "/api/v1/jobs"):  # holds the slot
                 await release.wait()
             answered.append(f"{scope['method']} {scope['path']}")
 
@@ -40,17 +39,20 @@ def test_a_read_on_the_loop_goes_while_every_slot_is_taken() -> None:
         await asyncio.sleep(0)
         await asyncio.wait_for(admission(http("GET", "/api/v1/runs/r1"), nothing, ignore), 1)
         await asyncio.wait_for(admission(http("GET", "/api/v1/jobs/j1"), nothing, ignore), 1)
+        await asyncio.wait_for(admission(http("GET", "/api/v1/jobs"), nothing, ignore), 1)
         waiting = [asyncio.create_task(admission(http(method, path), nothing, ignore))
                    for method, path in (("POST", "/api/v1/jobs/j1"),
-                                        ("GET", "/api/v1/runs/r1/journal"))]
+                                        ("GET", "/api/v1/runs/r1/journal"),
+                                        ("GET", "/api/v1/jobs/j1/runs"))]
         for _ in range(5):  # time enough to take a free slot: there is none
             await asyncio.sleep(0)
         assert not any(task.done() for task in waiting)
-        assert answered == ["GET /api/v1/runs/r1", "GET /api/v1/jobs/j1"]
+        assert answered == ["GET /api/v1/runs/r1", "GET /api/v1/jobs/j1", "GET /api/v1/jobs"]
         release.set()
         await asyncio.wait_for(asyncio.gather(holding, *waiting), 1)
         return answered
 
     answered = asyncio.run(scenario())
-    assert answered[2] == "POST /api/v1/jobs"
-    assert sorted(answered[3:]) == ["GET /api/v1/runs/r1/journal", "POST /api/v1/jobs/j1"]
+    assert answered[3] == "POST /api/v1/jobs"
+    assert sorted(answered[4:]) == [
+        "GET /api/v1/jobs/j1/runs", "GET /api/v1/runs/r1/journal", "POST /api/v1/jobs/j1"]
