@@ -227,7 +227,23 @@ PRUNE_FIRES = text(
 )
 
 
-# ---- A job's tasks and edges as they are written: scheduler.services.jobs, .job_update ----
+# ---- A job's rows as they are written: scheduler.services.jobs, .job_update ----
+
+# A new job's row and its storage's, one statement: through the ORM's unit of work the
+# two rows cost a create 0.8 ms of the API's CPU. The columns are ``JOB_COLUMNS``', then
+# the storage's data and time.
+JOB_COLUMNS = (
+    "id", "name", "description", "application", "type", "tenant", "owner", "labels",
+    "priority", "params", "secure_params", "sealed_webservice_headers", "spec", "schedule",
+    "draft", "enabled", "version", "next_fire_at", "max_active_runs", "created_at",
+    "updated_at",
+)
+INSERT_JOB = (
+    f"WITH job AS (INSERT INTO jobs ({', '.join(JOB_COLUMNS)}) "
+    f"VALUES ({', '.join(['%s'] * len(JOB_COLUMNS))}) RETURNING id) "
+    "INSERT INTO job_storage (job_id, data, updated_at) SELECT id, %s, %s FROM job"
+)
+
 
 # COPY: a list of rows given to the ORM went to psycopg's ``executemany``, one INSERT a
 # row (30,000 statements and a second for a 10,000-task fan-out); multi-row VALUES cost

@@ -14,12 +14,18 @@ from sqlalchemy.orm import Session
 from common.domain.spec import JobSpec, TaskSpec
 from common.domain.states import RunState
 from common.persistence.db import driver
-from common.persistence.models import Job, JobStorage
-from common.persistence.queries import COPY_TASK_EDGES, COPY_TASKS, TASK_COLUMNS
+from common.persistence.models import Job
+from common.persistence.queries import (
+    COPY_TASK_EDGES,
+    COPY_TASKS,
+    INSERT_JOB,
+    JOB_COLUMNS,
+    TASK_COLUMNS,
+)
 from common.secure_params import NoSecretKey, SecretBox
 from scheduler.services.errors import InvalidInput
 from scheduler.services.job_events import announce, job_event
-from scheduler.services.job_lifecycle import LiveJob, go_live
+from scheduler.services.job_lifecycle import LiveJob, go_live, next_fire_at
 from scheduler.services.job_names import check_name_free
 from scheduler.services.job_queries import job_state
 from scheduler.services.schedules import check_schedule
@@ -29,8 +35,9 @@ from scheduler.services.task_binding import BoundTask, bind_tasks
 # (``webservice`` is kept without its header values, see ``spec_column``).
 SPEC_COLUMN_EXCLUDE = frozenset({"tasks", "secure_params", "storage", "webservice"})
 
-# The ``tasks`` columns that hold JSON (``COPY`` needs them wrapped).
+# The ``tasks`` and ``jobs`` columns that hold JSON (psycopg needs them wrapped).
 _JSON_COLUMNS = frozenset({"params", "binding", "flow"})
+_JOB_JSON_COLUMNS = frozenset({"labels", "params", "spec", "schedule"})
 
 
 @dataclass(frozen=True)
@@ -58,9 +65,10 @@ def create_job(
     check_name_free(session, spec.tenant, spec.name)
     secrets = secrets or SecretBox(None)
     job = _job_row(spec, now, secrets)
-    session.add(job)
-    session.add(JobStorage(job_id=job.id, data=spec.storage, updated_at=now))
-    session.flush()
+    # Before the row is written: the object is no Session's (the row goes in as plain
+    # SQL), so what ``go_live`` would set on it later would not be kept.
+    job.next_fire_at = next_fire_at(job, now)
+    _insert_job(session, job, spec.storage)
     _insert_tasks(session, job.id, spec, secrets)
     live = LiveJob(None, []) if spec.draft else go_live(session, job, now)
     state = job_state(job, RunState.READY if live.run_id else None)
@@ -83,6 +91,11 @@ def _job_row(spec: JobSpec, now: datetime, secrets: SecretBox) -> Job:
         max_active_runs=spec.max_active_runs,
         enabled=spec.enabled, version=1, created_at=now, updated_at=now,
     )
+
+
+def _insert_job(session: Session, job: Job, storage: dict[str, Any]) -> None:
+    values = [_copied(column, getattr(job, column), _JOB_JSON_COLUMNS) for column in JOB_COLUMNS]
+    driver(session).execute(INSERT_JOB, (*values, Jsonb(storage), job.updated_at))
 
 
 def spec_column(spec: JobSpec) -> dict[str, Any]:
@@ -132,9 +145,12 @@ def copy_rows(session: Session, statement: str, rows: Iterable[Sequence[Any]]) -
             copy.write_row(row)
 
 
-def _copied(column: str, value: Any) -> Any:
-    """A ``tasks`` value as ``COPY`` takes it: a JSON column's value wrapped as such."""
-    return Jsonb(value) if column in _JSON_COLUMNS and value is not None else value
+def _copied(column: str, value: Any, json_columns: frozenset[str] = _JSON_COLUMNS) -> Any:
+    """A ``tasks`` value as ``COPY`` takes it: a JSON column's value wrapped as such.
+
+    ``INSERT_JOB`` takes a ``jobs`` value alike, with the job's JSON columns.
+    """
+    return Jsonb(value) if column in json_columns and value is not None else value
 
 
 def task_row(
