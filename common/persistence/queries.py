@@ -177,6 +177,27 @@ LIST_JOBS_WHERE = {
     "cursor": "(j.created_at, j.id) < (%(after_created_at)s, %(after_id)s)",
 }
 
+# ---- Listing runs across jobs (``GET /runs``): scheduler.services.run_lists ----
+
+# A page of runs, newest first, each with its job's name and tenant and its task runs
+# counted by state (a JSON object): one statement. ``{where}`` as ``LIST_JOBS``'.
+LIST_RUNS = (
+    "SELECT r.id, r.job_id, r.number, r.trigger, r.state, r.scheduled_for, r.created_at, "
+    "  r.started_at, r.finished_at, j.name AS job_name, j.tenant AS job_tenant, "
+    "  (SELECT json_object_agg(c.state, c.n) FROM (SELECT t.state, count(*) AS n "
+    "    FROM task_runs AS t WHERE t.run_id = r.id GROUP BY t.state) AS c) AS counts "
+    "FROM runs AS r JOIN jobs AS j ON j.id = r.job_id "
+    "WHERE {where} ORDER BY r.created_at DESC, r.id DESC LIMIT %(limit)s"
+)
+
+LIST_RUNS_WHERE = {
+    "tenant": "j.tenant = %(tenant)s",
+    "states": "r.state = ANY(%(states)s)",
+    "triggers": "r.trigger = ANY(%(triggers)s)",
+    "job_id": "r.job_id = %(job_id)s",
+    "cursor": "(r.created_at, r.id) < (%(after_created_at)s, %(after_id)s)",
+}
+
 # ---- Showing one run (the API's reads): scheduler.services.run_queries ----
 
 # What a run's ``ETag`` is made of, and whose it is: its version, its job's, the tenant.

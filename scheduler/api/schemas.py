@@ -19,6 +19,7 @@ from common.persistence.models import Job, JournalEntry, TaskLog
 from scheduler.services.job_queries import JobDetail, JobSummary
 from scheduler.services.pages import Page
 from scheduler.services.processors import ProcessorView, worker_types
+from scheduler.services.run_lists import ListedRun
 from scheduler.services.run_queries import RunDetail, RunSummary
 from scheduler.services.serving import unserved_warnings, waiting_for
 
@@ -438,6 +439,12 @@ class ListedRunPublic(RunSummaryPublic):
 
     job_name: str
     tenant: str
+
+    @classmethod
+    def of_listed(cls, listed: ListedRun) -> ListedRunPublic:
+        """From a service's listed run."""
+        return cls.model_validate(
+            {**_run_fields(listed.summary), "job_name": listed.job_name, "tenant": listed.tenant})
 
 
 class ListedRunsPublic(Public):

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Literal
 from uuid import UUID
 
@@ -26,8 +25,8 @@ from common.persistence.db import driver
 from common.persistence.detached import detached
 from common.persistence.models import Job, JobStorage, Run, Task, TaskEdge
 from common.persistence.queries import LIST_JOBS, LIST_JOBS_WHERE, READ_JOB
-from scheduler.services.errors import InvalidInput, NotFound
-from scheduler.services.pages import Page, decode_cursor, encode_cursor
+from scheduler.services.errors import NotFound
+from scheduler.services.pages import Page, decode_time_and_id, encode_cursor
 
 # What ``GET /jobs?state=`` accepts: a run state, or what a job without runs shows.
 JobStateName = Literal[
@@ -164,7 +163,7 @@ def _list_where(filters: JobFilter, cursor: str | None) -> tuple[list[str], dict
         "name": f"%{like_escaped(filters.name)}%" if filters.name else None,
     }
     if cursor is not None:
-        params["after_created_at"], params["after_id"] = _job_key(decode_cursor(cursor, 2))
+        params["after_created_at"], params["after_id"] = decode_time_and_id(cursor)
         params["cursor"] = True
     if params["states"]:
         params["terminal"] = [state.value for state in RUN_TERMINAL]
@@ -208,13 +207,6 @@ def _summary(row: SummaryRow) -> JobSummary:
 def like_escaped(text: str) -> str:
     """``text`` matched literally by LIKE: ``%``, ``_`` and the escape itself escaped."""
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-def _job_key(key: list[Any]) -> tuple[datetime, UUID]:
-    try:
-        return datetime.fromisoformat(key[0]), UUID(key[1])
-    except (TypeError, ValueError) as error:
-        raise InvalidInput(("query", "cursor"), "not a cursor returned by this API") from error
 
 
 def _tasks(session: Session, job_id: UUID) -> list[TaskView]:

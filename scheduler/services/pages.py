@@ -10,7 +10,9 @@ import base64
 import binascii
 import json
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Generic, TypeVar
+from uuid import UUID
 
 from scheduler.services.errors import InvalidInput
 
@@ -43,6 +45,15 @@ def decode_cursor(cursor: str, size: int) -> list[Any]:
     if not isinstance(key, list) or len(key) != size:
         raise _bad_cursor()
     return key
+
+
+def decode_time_and_id(cursor: str) -> tuple[datetime, UUID]:
+    """The ``(created_at, id)`` key of a list ordered by both; else as :func:`decode_cursor`."""
+    key = decode_cursor(cursor, 2)
+    try:
+        return datetime.fromisoformat(key[0]), UUID(key[1])
+    except (TypeError, ValueError) as error:
+        raise _bad_cursor() from error
 
 
 def _bad_cursor() -> InvalidInput:

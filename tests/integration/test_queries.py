@@ -25,7 +25,7 @@ NOT_STATEMENTS = {"NOTIFY_CHANNEL", "COMMIT", "PIN_ORDER", "UNPIN_ORDER", "PIN_P
 # COPY is no statement PREPARE takes: each copies no row instead (below).
 COPIES = {"COPY_TASKS", "COPY_TASK_EDGES"}
 # A statement with a ``{where}`` of its clauses: prepared with all of them.
-CLAUSES = {"LIST_JOBS": "LIST_JOBS_WHERE"}
+CLAUSES = {"LIST_JOBS": "LIST_JOBS_WHERE", "LIST_RUNS": "LIST_RUNS_WHERE"}
 
 
 def statements() -> Iterator[tuple[str, str]]:

@@ -20,7 +20,6 @@ from scheduler.api.schemas import (
     LogsPublic,
     Problem,
     RunPublic,
-    RunSummaryPublic,
 )
 from scheduler.engine.commands import RunAction, TaskAction
 from scheduler.services.access import Scope
@@ -49,23 +48,22 @@ _REFUSED: dict[int | str, dict[str, Any]] = {409: {
 }}
 
 
-@router.get("", dependencies=[Depends(scope("job.read"))])
-def list_(
-    session: SessionDep, principal: PrincipalDep, *,
+@router.get("", response_model=ListedRunsPublic, dependencies=[Depends(scope("job.read"))])
+async def list_(
+    resources: ResourcesDep, principal: PrincipalDep, *,
     state: Annotated[list[RunStateName] | None, Query(description="Repeatable: any of.")] = None,
     trigger: Annotated[list[TriggerName] | None, Query(
         description="Repeatable: any of.")] = None,
     limit: Annotated[int, Query(ge=1, le=500, description="Page size.")] = 50,
     cursor: Annotated[str | None, Query(description="`next_cursor` of the previous page.",
                                         json_schema_extra={"pattern": CURSOR_PATTERN})] = None,
-) -> ListedRunsPublic:
+) -> Response:
     """Runs of every job, newest first (a tenant-bound token's tenant's only)."""
     filters = RunFilter(principal.tenant, tuple(state or ()), tuple(trigger or ()))
-    page = list_all_runs(session, filters, limit, cursor)
-    return ListedRunsPublic(data=[
-        ListedRunPublic.model_validate({**RunSummaryPublic.of(item.summary).model_dump(),
-                                        "job_name": item.job_name, "tenant": item.tenant})
-        for item in page.items], next_cursor=page.next_cursor)
+    page = await resources.read(lambda conn: list_all_runs(conn, filters, limit, cursor))
+    body = ListedRunsPublic(data=[ListedRunPublic.of_listed(item) for item in page.items],
+                            next_cursor=page.next_cursor)
+    return Response(body.model_dump_json(by_alias=True), media_type="application/json")
 
 
 @router.get(

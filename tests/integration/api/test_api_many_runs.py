@@ -9,6 +9,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from scheduler.services.pages import encode_cursor
 from tests.integration.api.conftest import JobBody
 
 API = "/api/v1"
@@ -32,6 +33,7 @@ def test_runs_across_jobs_come_newest_first_with_their_job_and_filters(
     assert ids.index(second) < ids.index(job["run_id"])  # newest first
     listed = next(run for run in page["data"] if run["id"] == second)
     assert (listed["job_name"], listed["trigger"], listed["state"]) == (job["name"], "api", "READY")
+    assert listed["progress"] == {"WAITING": 3}  # its task runs counted by state
     submitted = client.get(f"{API}/runs", params={"trigger": "submit", "limit": 500}).json()
     assert job["run_id"] in [r["id"] for r in submitted["data"]]
     assert second not in [r["id"] for r in submitted["data"]]
@@ -64,3 +66,11 @@ def test_workers_are_listed_and_an_unknown_job_s_history_is_404(client: TestClie
     answer = client.get(f"{API}/workers")
     assert answer.status_code == 200 and isinstance(answer.json()["data"], list)
     assert client.get(f"{API}/jobs/{uuid.uuid4()}/history").status_code == 404
+
+
+def test_a_cursor_of_a_list_that_is_no_time_and_id_is_422_naming_it(client: TestClient) -> None:
+    bad = encode_cursor(["not a time", "not an id"])
+    for path in ("runs", "jobs"):
+        answer = client.get(f"{API}/{path}", params={"cursor": bad})
+        assert answer.status_code == 422, answer.text
+        assert "cursor" in answer.text
