@@ -179,13 +179,19 @@ LIST_JOBS_WHERE = {
 
 # ---- Listing runs across jobs (``GET /runs``): scheduler.services.run_lists ----
 
-# A page of runs, newest first, each with its job's name and tenant and its task runs
-# counted by state (a JSON object): one statement. ``{where}`` as ``LIST_JOBS``'.
+# A run as the lists show it (``r``): its columns and its task runs counted by state (a
+# JSON object), in the statements below.
+LISTED_RUN_COLUMNS = (
+    "r.id, r.job_id, r.number, r.trigger, r.state, r.scheduled_for, r.created_at, "
+    "r.started_at, r.finished_at, (SELECT json_object_agg(c.state, c.n) FROM ("
+    "SELECT t.state, count(*) AS n FROM task_runs AS t WHERE t.run_id = r.id "
+    "GROUP BY t.state) AS c) AS counts"
+)
+
+# A page of runs, newest first, each with its job's name and tenant: one statement.
+# ``{where}`` as ``LIST_JOBS``'.
 LIST_RUNS = (
-    "SELECT r.id, r.job_id, r.number, r.trigger, r.state, r.scheduled_for, r.created_at, "
-    "  r.started_at, r.finished_at, j.name AS job_name, j.tenant AS job_tenant, "
-    "  (SELECT json_object_agg(c.state, c.n) FROM (SELECT t.state, count(*) AS n "
-    "    FROM task_runs AS t WHERE t.run_id = r.id GROUP BY t.state) AS c) AS counts "
+    f"SELECT {LISTED_RUN_COLUMNS}, j.name AS job_name, j.tenant AS job_tenant "
     "FROM runs AS r JOIN jobs AS j ON j.id = r.job_id "
     "WHERE {where} ORDER BY r.created_at DESC, r.id DESC LIMIT %(limit)s"
 )
@@ -196,6 +202,21 @@ LIST_RUNS_WHERE = {
     "triggers": "r.trigger = ANY(%(triggers)s)",
     "job_id": "r.job_id = %(job_id)s",
     "cursor": "(r.created_at, r.id) < (%(after_created_at)s, %(after_id)s)",
+}
+
+# One job's runs (``GET /jobs/{id}/runs``), newest first by number, with the job's tenant:
+# a row with no run when it has none in the page, no row when there is no such job.
+# ``{where}`` as ``LIST_JOBS``', with ``LIST_JOB_RUNS_WHERE``.
+LIST_JOB_RUNS = (
+    f"SELECT j.tenant AS job_tenant, {LISTED_RUN_COLUMNS} FROM jobs AS j "
+    "LEFT JOIN LATERAL (SELECT * FROM runs WHERE job_id = j.id AND {where} "
+    "  ORDER BY number DESC LIMIT %(limit)s) AS r ON true "
+    "WHERE j.id = %(job_id)s ORDER BY r.number DESC"
+)
+
+LIST_JOB_RUNS_WHERE = {
+    "states": "state = ANY(%(states)s)",
+    "cursor": "number < %(before)s",
 }
 
 # ---- Showing one run (the API's reads): scheduler.services.run_queries ----

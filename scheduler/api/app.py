@@ -77,7 +77,7 @@ def create_app(settings: Settings, *, clock: Clock = utcnow) -> FastAPI:
     app.state.retention_keep_runs = settings.retention_keep_runs  # POST /prune's default
     app.state.live_events = LiveEvents(settings.redis_url)
     # Streams hold no thread and no connection while they last: they take no slot; nor
-    # do the reads the event loop answers (a job, a run, the lists of jobs and runs).
+    # do the reads the event loop answers (a job, a run, the lists of jobs and of runs).
     app.add_middleware(
         Admission, limit=REQUEST_THREADS, exempt=(f"{base}{EVENTS_PATH}",),
         on_loop=loop_reads(base),

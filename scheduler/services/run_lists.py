@@ -7,7 +7,7 @@ filters), ``GET /jobs/{id}/history`` (runs x tasks, coloured by state in the UI)
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -19,12 +19,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from common.domain.states import TaskState
-from common.persistence.detached import detached
 from common.persistence.models import Job, Run, Task, TaskRun
 from common.persistence.queries import LIST_RUNS, LIST_RUNS_WHERE
 from scheduler.services.errors import NotFound
 from scheduler.services.pages import Page, decode_time_and_id, encode_cursor
-from scheduler.services.run_queries import RunSummary, progress
+from scheduler.services.run_queries import RunSummary, listed_run
 
 
 @dataclass(frozen=True)
@@ -73,9 +72,7 @@ async def list_all_runs(
 
 def _listed(row: dict[str, Any]) -> ListedRun:
     """A :data:`LIST_RUNS` row as a listed run (a detached run, its progress)."""
-    name, tenant, counts = row.pop("job_name"), row.pop("job_tenant"), row.pop("counts")
-    summary = RunSummary(detached(Run, row), progress(Counter(counts or {})))
-    return ListedRun(summary, name, tenant)
+    return ListedRun(listed_run(row), row["job_name"], row["job_tenant"])
 
 
 @dataclass(frozen=True)

@@ -21,11 +21,12 @@ from tests.sql_plans import numbered
 
 # A channel name, and commands that PREPARE does not take.
 NOT_STATEMENTS = {"NOTIFY_CHANNEL", "COMMIT", "PIN_ORDER", "UNPIN_ORDER", "PIN_PLAN", "UNPIN_PLAN",
-                  "TASK_COLUMNS", "JOB_COLUMNS"}
+                  "TASK_COLUMNS", "JOB_COLUMNS", "LISTED_RUN_COLUMNS"}
 # COPY is no statement PREPARE takes: each copies no row instead (below).
 COPIES = {"COPY_TASKS", "COPY_TASK_EDGES"}
 # A statement with a ``{where}`` of its clauses: prepared with all of them.
-CLAUSES = {"LIST_JOBS": "LIST_JOBS_WHERE", "LIST_RUNS": "LIST_RUNS_WHERE"}
+CLAUSES = {"LIST_JOBS": "LIST_JOBS_WHERE", "LIST_RUNS": "LIST_RUNS_WHERE",
+           "LIST_JOB_RUNS": "LIST_JOB_RUNS_WHERE"}
 
 
 def statements() -> Iterator[tuple[str, str]]:

@@ -143,15 +143,18 @@ def run_now(
     return RunPublic.of_detail(get_run(session, created.run_id), resources.served_types())
 
 
-@router.get("/{job_id}/runs", dependencies=[Depends(scope("job.read"))])
-def runs(
-    job_id: JobIdDep, session: SessionDep, principal: PrincipalDep, limit: Limit = 50,
+@router.get("/{job_id}/runs", response_model=RunsPublic,
+            dependencies=[Depends(scope("job.read"))])
+async def runs(
+    job_id: JobIdDep, resources: ResourcesDep, principal: PrincipalDep, limit: Limit = 50,
     cursor: Cursor = None, *,
     state: Annotated[list[RunState] | None, Query(description="Repeatable: any of.")] = None,
-) -> RunsPublic:
+) -> Response:
     """The job's runs, newest first, one page at a time."""
-    visible_job(session, job_id, principal.tenant)
-    return RunsPublic.of(list_runs(session, job_id, limit, cursor, tuple(state or ())))
+    page = await resources.read(lambda conn: list_runs(
+        conn, job_id, principal.tenant, limit, cursor, states=tuple(state or ())))
+    return Response(RunsPublic.of(page).model_dump_json(by_alias=True),
+                    media_type="application/json")
 
 
 _CONFLICT: dict[int | str, dict[str, Any]] = {409: {

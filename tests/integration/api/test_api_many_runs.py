@@ -74,3 +74,26 @@ def test_a_cursor_of_a_list_that_is_no_time_and_id_is_422_naming_it(client: Test
         answer = client.get(f"{API}/{path}", params={"cursor": bad})
         assert answer.status_code == 422, answer.text
         assert "cursor" in answer.text
+
+
+def test_a_job_s_runs_are_its_own_and_only_its_tenant_s(
+    client: TestClient, job_body: JobBody,
+) -> None:
+    job, second = two_runs(client, job_body)
+    runs = client.get(f"{API}/jobs/{job['id']}/runs").json()
+    assert [run["id"] for run in runs["data"]] == [second, job["run_id"]]
+    assert runs["data"][0]["progress"] == {"WAITING": 3}
+    draft = client.post(f"{API}/jobs", json=job_body(
+        name=f"draft-{uuid.uuid4().hex[:8]}", draft=True)).json()
+    assert client.get(f"{API}/jobs/{draft['id']}/runs").json() == {
+        "data": [], "next_cursor": None}
+    assert client.get(f"{API}/jobs/{uuid.uuid4()}/runs").status_code == 404
+    tenant = f"tenant-{uuid.uuid4().hex[:8]}"
+    token = client.post(f"{API}/tokens", json={
+        "name": tenant, "scopes": ["job"], "tenant": tenant}).json()
+    try:
+        foreign = client.get(f"{API}/jobs/{job['id']}/runs",
+                             headers={"Authorization": f"Bearer {token['token']}"})
+        assert foreign.status_code == 404, foreign.text
+    finally:
+        client.delete(f"{API}/tokens/{token['id']}")
