@@ -10,7 +10,7 @@ from uuid import UUID
 
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
-from sqlalchemy import func, or_, select
+from sqlalchemy import or_, select
 from sqlalchemy.orm import Session
 
 from common.domain.states import TaskState
@@ -201,20 +201,6 @@ def progress(counts: Counter[str]) -> dict[str, int]:
         state: n for state, n in sorted(counts.items(), key=lambda i: _STATE_ORDER.get(i[0], 99))
         if n
     }
-
-
-def task_counts(session: Session, run_ids: list[UUID]) -> dict[UUID, Counter[str]]:
-    """Each run's task runs counted by state."""
-    if not run_ids:
-        return {}
-    rows = session.execute(
-        select(TaskRun.run_id, TaskRun.state, func.count())
-        .where(TaskRun.run_id.in_(run_ids)).group_by(TaskRun.run_id, TaskRun.state)
-    ).all()
-    counts: dict[UUID, Counter[str]] = {}
-    for run_id, state, n in rows:
-        counts.setdefault(run_id, Counter())[state] = n
-    return counts
 
 
 def _as_uuid(text: str) -> UUID | None:
