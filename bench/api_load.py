@@ -11,12 +11,13 @@ connections, so the generator took a whole core of the two and measured itself (
 its stalls let the server close idle connections under it: the one ReadError seen).
 
     .venv/bin/python bench/api_load.py [--clients 200] [--seconds 30] [--workers 1]
-        [--mix mix|read|poll]
+        [--mix mix|read|poll|runs]
 
 ``--workers`` is the API's (``stellwerk api --workers N``: N processes; 0 one per core).
 ``--mix read`` has every client read one job in a loop (what a read costs, without the
 creates and lists beside it); ``--mix poll`` has them poll one run each with its last
-``ETag``, as a UI or a CI system waiting for a run does (every answer a 304).
+``ETag``, as a UI or a CI system waiting for a run does (every answer a 304); ``--mix
+runs`` has them list the newest 20 runs across jobs, as the UI's runs page does.
 
 Servers: ``STELLWERK_BENCH_DATABASE_URL`` / ``STELLWERK_BENCH_REDIS_URL`` or embedded.
 """
@@ -118,6 +119,12 @@ async def poll_loop(recorder: Recorder, run_id: str, until: float) -> None:
             recorder.errors.append(f"poll: {response.status}, not 304")
 
 
+async def runs_loop(recorder: Recorder, until: float) -> None:
+    """List the newest 20 runs across jobs until ``until`` (``--mix runs``)."""
+    while time.monotonic() < until:
+        await recorder.call("runs", "GET", "/runs", params={"limit": "20"})
+
+
 def session_of(clients: int) -> aiohttp.ClientSession:
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=clients),
@@ -125,7 +132,8 @@ def session_of(clients: int) -> aiohttp.ClientSession:
 
 
 async def prepare(base: str, mix: str, clients: int) -> list[str]:
-    """For ``read`` and ``poll``: a job (a draft) or a run (of a one-off job) per client."""
+    """For ``read``, ``poll`` and ``runs``: a job (a draft) or a run (of a one-off job)
+    per client."""
     if mix == "mix":
         return []
     async with session_of(clients) as api:
@@ -147,6 +155,8 @@ async def load(base: str, clients: int, seconds: float, mix: str, ids: list[str]
             loops = [read_loop(recorder, job_id, until) for job_id in ids]
         elif mix == "poll":
             loops = [poll_loop(recorder, run_id, until) for run_id in ids]
+        elif mix == "runs":
+            loops = [runs_loop(recorder, until) for _ in ids]
         else:
             loops = [client_loop(recorder, until) for _ in range(clients)]
         await asyncio.gather(*loops)
@@ -158,9 +168,10 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--mix", choices=["mix", "read", "poll"], default="mix",
+    parser.add_argument("--mix", choices=["mix", "read", "poll", "runs"], default="mix",
                         help="mix: create, read, list; read: job reads only; poll: "
-                             "conditional reads of an unchanged run (304s)")
+                             "conditional reads of an unchanged run (304s); runs: lists "
+                             "of the newest 20 runs")
     args = parser.parse_args()
     port = free_port()
     with servers() as (database_url, redis_url), Processes() as procs:
