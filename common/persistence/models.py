@@ -85,6 +85,8 @@ class Job(Base):
         ),
         # A name names one job of its tenant (issue 17: jobs addressed by name).
         Index("uq_jobs_tenant_name", "tenant", "name", unique=True),
+        # ``GET /jobs``: newest first, paged on this key.
+        Index("ix_jobs_created", "created_at", "id"),
     )
 
 
@@ -207,6 +209,8 @@ class Run(Base):
         ),
         # A job's unfinished runs, counted against its ``max_active_runs``.
         Index("ix_runs_unfinished", "job_id", postgresql_where=text("finished_at IS NULL")),
+        # ``GET /runs``: newest first, paged on this key.
+        Index("ix_runs_created", "created_at", "id"),
     )
 
 
