@@ -26,7 +26,7 @@ from common.persistence.detached import detached
 from common.persistence.models import Job, JobStorage, Run, Task, TaskEdge
 from common.persistence.queries import LIST_JOBS, LIST_JOBS_WHERE, READ_JOB
 from scheduler.services.errors import NotFound
-from scheduler.services.pages import Page, decode_time_and_id, encode_cursor
+from scheduler.services.pages import Page, decode_time_and_id, encode_time_and_id, page_rows
 
 # What ``GET /jobs?state=`` accepts: a run state, or what a job without runs shows.
 JobStateName = Literal[
@@ -144,18 +144,18 @@ async def list_jobs(
     compiled per request and the latest runs read in a second query, a page of 20 cost
     the API 7.3 ms of CPU.
     """
-    where, params = _list_where(filters, cursor)
-    query = LIST_JOBS.format(where=" AND ".join(where) or "true")
-    rows = await (await conn.cursor(row_factory=dict_row).execute(
-        query, {**params, "limit": limit + 1})).fetchall()
+    rows = await page_rows(conn, LIST_JOBS, LIST_JOBS_WHERE,
+                           {**_list_params(filters, cursor), "limit": limit + 1})
     items = [job_summary(row) for row in rows[:limit]]
     last = items[-1].job if len(rows) > limit else None
-    next_cursor = encode_cursor([last.created_at.isoformat(), str(last.id)]) if last else None
-    return Page(items, next_cursor)
+    return Page(items, encode_time_and_id(last.created_at, last.id) if last else None)
 
 
-def _list_where(filters: JobFilter, cursor: str | None) -> tuple[list[str], dict[str, Any]]:
-    """The clauses of :data:`LIST_JOBS_WHERE` that ``filters`` and ``cursor`` ask for."""
+def _list_params(filters: JobFilter, cursor: str | None) -> dict[str, Any]:
+    """The parameters of the clauses of :data:`LIST_JOBS_WHERE`.
+
+    Those that ``filters`` and ``cursor`` do not ask for are None: the clause is left out.
+    """
     params: dict[str, Any] = {
         "type": filters.type, "application": filters.application, "tenant": filters.tenant,
         "labels": Jsonb(filters.labels) if filters.labels else None,
@@ -167,8 +167,7 @@ def _list_where(filters: JobFilter, cursor: str | None) -> tuple[list[str], dict
         params["cursor"] = True
     if params["states"]:
         params["terminal"] = [state.value for state in RUN_TERMINAL]
-    where = [clause for name, clause in LIST_JOBS_WHERE.items() if params.get(name) is not None]
-    return where, params
+    return params
 
 
 def _with_latest(session: Session, items: list[JobSummary]) -> list[JobSummary]:

@@ -9,10 +9,14 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 from uuid import UUID
+
+from psycopg import AsyncConnection
+from psycopg.rows import dict_row
 
 from scheduler.services.errors import InvalidInput
 
@@ -47,6 +51,11 @@ def decode_cursor(cursor: str, size: int) -> list[Any]:
     return key
 
 
+def encode_time_and_id(created_at: datetime, row_id: UUID) -> str:
+    """The cursor after a row of a list ordered by ``(created_at, id)``."""
+    return encode_cursor([created_at.isoformat(), str(row_id)])
+
+
 def decode_time_and_id(cursor: str) -> tuple[datetime, UUID]:
     """The ``(created_at, id)`` key of a list ordered by both; else as :func:`decode_cursor`."""
     key = decode_cursor(cursor, 2)
@@ -58,3 +67,18 @@ def decode_time_and_id(cursor: str) -> tuple[datetime, UUID]:
 
 def _bad_cursor() -> InvalidInput:
     return InvalidInput(("query", "cursor"), "not a cursor returned by this API")
+
+
+async def page_rows(
+    conn: AsyncConnection[Any], statement: str, clauses: Mapping[str, str],
+    params: Mapping[str, Any],
+) -> list[dict[str, Any]]:
+    """The rows of ``statement``, its ``{where}`` the ``clauses`` AND-ed that apply.
+
+    A clause applies when ``params`` gives its name a value other than None.
+    """
+    where = " AND ".join(clause for name, clause in clauses.items()
+                         if params.get(name) is not None)
+    cursor = await conn.cursor(row_factory=dict_row).execute(
+        statement.format(where=where or "true"), params)
+    return await cursor.fetchall()

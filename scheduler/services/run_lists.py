@@ -14,7 +14,6 @@ from typing import Any
 from uuid import UUID
 
 from psycopg import AsyncConnection
-from psycopg.rows import dict_row
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -22,7 +21,7 @@ from common.domain.states import TaskState
 from common.persistence.models import Job, Run, Task, TaskRun
 from common.persistence.queries import LIST_RUNS, LIST_RUNS_WHERE
 from scheduler.services.errors import NotFound
-from scheduler.services.pages import Page, decode_time_and_id, encode_cursor
+from scheduler.services.pages import Page, decode_time_and_id, encode_time_and_id, page_rows
 from scheduler.services.run_queries import RunSummary, listed_run
 
 
@@ -60,19 +59,16 @@ async def list_all_runs(
     if cursor is not None:
         params["after_created_at"], params["after_id"] = decode_time_and_id(cursor)
         params["cursor"] = True
-    where = [clause for name, clause in LIST_RUNS_WHERE.items() if params.get(name) is not None]
-    rows = await (await conn.cursor(row_factory=dict_row).execute(
-        LIST_RUNS.format(where=" AND ".join(where) or "true"),
-        {**params, "limit": limit + 1})).fetchall()
+    rows = await page_rows(conn, LIST_RUNS, LIST_RUNS_WHERE, {**params, "limit": limit + 1})
     items = [_listed(row) for row in rows[:limit]]
     last = items[-1].summary.run if len(rows) > limit else None
-    return Page(items, encode_cursor([last.created_at.isoformat(), str(last.id)])
-                if last is not None else None)
+    return Page(items, encode_time_and_id(last.created_at, last.id) if last else None)
 
 
 def _listed(row: dict[str, Any]) -> ListedRun:
     """A :data:`LIST_RUNS` row as a listed run (a detached run, its progress)."""
-    return ListedRun(listed_run(row), row["job_name"], row["job_tenant"])
+    name, tenant = row.pop("job_name"), row.pop("job_tenant")
+    return ListedRun(listed_run(row), name, tenant)
 
 
 @dataclass(frozen=True)

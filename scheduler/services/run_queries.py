@@ -25,14 +25,9 @@ from common.persistence.queries import (
     RUN_VERSIONS,
 )
 from scheduler.services.errors import InvalidInput, NotFound
-from scheduler.services.pages import Page, decode_cursor, encode_cursor
+from scheduler.services.pages import Page, decode_cursor, encode_cursor, page_rows
 
 _STATE_ORDER = {state.value: index for index, state in enumerate(TaskState)}
-
-
-# A listed run's own columns (``LISTED_RUN_COLUMNS`` but its counts).
-_LISTED_COLUMNS = ("id", "job_id", "number", "trigger", "state", "scheduled_for", "created_at",
-                   "started_at", "finished_at")
 
 
 @dataclass(frozen=True)
@@ -117,22 +112,20 @@ async def list_runs(
     params: dict[str, Any] = {"job_id": job_id, "limit": limit + 1, "states": list(states) or None}
     if cursor is not None:
         params["before"], params["cursor"] = _number(decode_cursor(cursor, 1)[0]), True
-    where = [clause for name, clause in LIST_JOB_RUNS_WHERE.items()
-             if params.get(name) is not None]
-    rows = await (await conn.cursor(row_factory=dict_row).execute(
-        LIST_JOB_RUNS.format(where=" AND ".join(where) or "true"), params)).fetchall()
+    rows = await page_rows(conn, LIST_JOB_RUNS, LIST_JOB_RUNS_WHERE, params)
     if not rows or (tenant is not None and rows[0]["job_tenant"] != tenant):
         raise NotFound("job", job_id)
+    for row in rows:
+        del row["job_tenant"]
     runs = [listed_run(row) for row in rows if row["id"] is not None]
     next_cursor = encode_cursor([runs[limit - 1].run.number]) if len(runs) > limit else None
     return Page(runs[:limit], next_cursor)
 
 
 def listed_run(row: dict[str, Any]) -> RunSummary:
-    """A run of :data:`LISTED_RUN_COLUMNS` (and more, ignored) as a detached summary."""
+    """A row of :data:`LISTED_RUN_COLUMNS` as a detached summary."""
     counts = row.pop("counts")
-    run = detached(Run, {name: row[name] for name in _LISTED_COLUMNS})
-    return RunSummary(run, progress(Counter(counts or {})))
+    return RunSummary(detached(Run, row), progress(Counter(counts or {})))
 
 
 def journal(session: Session, run_id: UUID) -> list[JournalEntry]:
