@@ -21,8 +21,12 @@ from scheduler.api.errors import problem
 from scheduler.services.limits import Limits, params_faults
 
 
-def get_limits(request: Request) -> Limits:
-    """The app's limits (set by ``create_app``)."""
+async def get_limits(request: Request) -> Limits:
+    """The app's limits (set by ``create_app``).
+
+    Async though it awaits nothing: FastAPI runs a plain function dependency on a
+    thread of its pool, a second hop (after the route's own) in every create and change.
+    """
     limits: Limits = request.app.state.limits
     return limits
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Callable
+from typing import Annotated, Any, TypeVar
 
 from fastapi import APIRouter, Depends, Path, Query
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import Response
 from pydantic import ValidationError
+from sqlalchemy.orm import Session
 
 from common.domain.states import RunState
 from scheduler.api.deps import (
@@ -42,7 +44,6 @@ from scheduler.services.job_lifecycle import commit_job, delete_job
 from scheduler.services.job_queries import (
     JobFilter,
     JobStateName,
-    get_job,
     list_jobs,
     read_job,
     read_job_async,
@@ -56,6 +57,8 @@ from scheduler.services.runs import create_run
 from scheduler.services.tenancy import visible_job
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
+
+Shown = TypeVar("Shown")
 
 Limit = Annotated[int, Query(ge=1, le=500, description="Page size.")]
 Cursor = Annotated[str | None, Query(
@@ -104,9 +107,9 @@ def create(
     spec = spec.model_copy(update={"tenant": tenant_of_new_job(principal, spec.tenant)})
     check_job(session, resources.egress, spec)
     created = create_job(session, spec, now, resources.secrets)
-    session.commit()
+    detail = _shown_and_committed(session, lambda: read_job(session, created.job_id))
     resources.relay_now(created.outbox_ids)
-    return JobPublic.of_detail(read_job(session, created.job_id), resources.served_types())
+    return JobPublic.of_detail(detail, resources.served_types())
 
 
 @router.get("", response_model=JobsPublic, dependencies=[Depends(scope("job.read"))])
@@ -138,9 +141,9 @@ def run_now(
     """Start a new run of the job now."""
     visible_job(session, job_id, principal.tenant)
     created = create_run(session, job_id, "api", now, now)
-    session.commit()
+    detail = _shown_and_committed(session, lambda: get_run(session, created.run_id))
     resources.relay_now(created.outbox_ids)
-    return RunPublic.of_detail(get_run(session, created.run_id), resources.served_types())
+    return RunPublic.of_detail(detail, resources.served_types())
 
 
 @router.get("/{job_id}/runs", response_model=RunsPublic,
@@ -186,9 +189,9 @@ def commit(
     """Make a draft (NEW) job live: a one-off job gets its run, a cron job its next fire."""
     visible_job(session, job_id, principal.tenant)
     live = commit_job(session, job_id, now)
-    session.commit()
+    detail = _shown_and_committed(session, lambda: read_job(session, job_id))
     resources.relay_now(live.outbox_ids)
-    return JobPublic.of_detail(get_job(session, job_id), resources.served_types())
+    return JobPublic.of_detail(detail, resources.served_types())
 
 
 @router.patch(
@@ -215,8 +218,8 @@ def update(
         errors = [{**e, "loc": ("body", *e["loc"])} for e in error.errors()]
         names = {"tasks": [{"name": task.name} for task in patch.tasks or []]}
         raise RequestValidationError(errors, body=names) from error
-    session.commit()
-    return JobPublic.of_detail(get_job(session, job_id), resources.served_types())
+    detail = _shown_and_committed(session, lambda: read_job(session, job_id))
+    return JobPublic.of_detail(detail, resources.served_types())
 
 
 @router.put(
@@ -243,12 +246,13 @@ def apply(
     spec = spec.model_copy(update={"tenant": tenant_of_new_job(principal, spec.tenant)})
     check_job(session, resources.egress, spec)
     applied = apply_job(session, spec, now, resources.secrets, dry_run=dry_run)
-    session.commit()
+    shown_id = applied.job_id
+    detail = _shown_and_committed(
+        session, lambda: None if shown_id is None else read_job(session, shown_id))
     resources.relay_now(applied.outbox_ids)
     if applied.action == "created" and not dry_run:
         response.status_code = 201
-    job = None if applied.job_id is None else JobPublic.of_detail(
-        get_job(session, applied.job_id), resources.served_types())
+    job = None if detail is None else JobPublic.of_detail(detail, resources.served_types())
     return JobApplied(
         action=applied.action, dry_run=dry_run, job=job, run_id=applied.run_id,
         changes=[ChangePublic(path=c.path, before=c.before, after=c.after)
@@ -273,3 +277,18 @@ def delete(
     )
     session.commit()
     return Response(status_code=204)
+
+
+def _shown_and_committed(session: Session, read: Callable[[], Shown]) -> Shown:
+    """What ``read`` finds of this transaction's changes, then the commit.
+
+    Read in the same transaction, before the commit, the answer shows exactly what was
+    committed (an engine may move a run on as soon as the relay sends its message), and
+    costs no transaction of its own: read after the commit, it began one (a BEGIN) that
+    the session's close then rolled back, two round trips for nothing in every write.
+    The session is flushed first: the reads are plain SQL, which autoflush does not see.
+    """
+    session.flush()
+    shown = read()
+    session.commit()
+    return shown

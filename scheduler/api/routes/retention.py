@@ -14,8 +14,8 @@ from scheduler.services.retention import prune_now, prune_scope
 router = APIRouter(tags=["retention"])
 
 
-def get_keep_runs(request: Request) -> int:
-    """``STELLWERK_RETENTION_KEEP_RUNS`` as the API was started with."""
+async def get_keep_runs(request: Request) -> int:
+    """``STELLWERK_RETENTION_KEEP_RUNS`` as the API was started with (async: no thread)."""
     keep: int = request.app.state.retention_keep_runs
     return keep
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import redis
 from fastapi.testclient import TestClient
-from sqlalchemy import select
+from sqlalchemy import Engine, event, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.persistence.models import Job, JobStorage, Run, Task, TaskEdge, TaskRun
@@ -274,3 +274,27 @@ def test_a_job_read_for_showing_is_the_job_the_orm_reads(
     assert shown.model_dump() == stored.model_dump()
     assert (shown.latest_run is not None and shown.latest_run.number == 2
             and shown.storage == {"cursor": 42} and shown.tasks[0].next == ["b", "c"])
+
+
+def test_a_write_answers_from_its_own_transaction(client: TestClient, job_body: JobBody) -> None:
+    """A create, a change and a commit each show what they wrote in the transaction
+    that wrote it: one transaction a request, none begun after the commit (a BEGIN
+    and, at the session's close, a ROLLBACK that a read after the commit cost)."""
+    engine: Engine = client.app.state.resources.sessions.kw["bind"]  # type: ignore[attr-defined]
+    begun: list[object] = []
+
+    def begin(conn: object) -> None:
+        begun.append(conn)
+
+    event.listen(engine, "begin", begin)
+    try:
+        created = client.post(JOBS, json=job_body(draft=True, storage={"n": 1}))
+        assert created.status_code == 201, created.text
+        assert (created.json()["storage"], len(begun)) == ({"n": 1}, 1)
+        job_id = created.json()["id"]
+        changed = client.patch(f"{JOBS}/{job_id}", json={"description": "changed"})
+        assert changed.status_code == 200, changed.text
+        assert (changed.json()["description"], changed.json()["version"]) == ("changed", 2)
+        assert len(begun) == 2
+    finally:
+        event.remove(engine, "begin", begin)
