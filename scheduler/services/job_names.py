@@ -10,13 +10,18 @@ from __future__ import annotations
 
 from uuid import UUID
 
+from psycopg.errors import UniqueViolation
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from common.persistence.db import driver
 from common.persistence.models import Job
 from common.persistence.queries import JOB_NAMED
 from scheduler.services.errors import Conflict, NotFound
+
+# The unique index that makes a name one job's in its tenant.
+NAME_INDEX = "uq_jobs_tenant_name"
 
 
 def job_id_of(session: Session, ref: str, tenant: str | None) -> UUID:
@@ -41,14 +46,35 @@ def job_id_of(session: Session, ref: str, tenant: str | None) -> UUID:
     return UUID(str(found[0].id))
 
 
-def check_name_free(
-    session: Session, tenant: str, name: str, job_id: UUID | None = None,
-) -> None:
-    """:class:`Conflict` if another job of ``tenant`` is named ``name``."""
+def rename(session: Session, job: Job, name: str) -> None:
+    """Give ``job`` the name ``name``; :class:`Conflict` if another job of its tenant has it.
+
+    The unique index decides, not a read before the write: a read cannot see a job of
+    that name whose create is not committed yet, and the commit would then meet the
+    unique violation (a 500). Written in a savepoint (``begin_nested`` flushes the
+    changes pending before it), so that the transaction can still name the holder.
+    """
+    tenant = job.tenant
+    try:
+        with session.begin_nested():
+            job.name = name
+            session.flush()
+    except IntegrityError as error:
+        if not isinstance(error.orig, UniqueViolation) or \
+                error.orig.diag.constraint_name != NAME_INDEX:
+            raise
+        raise name_taken(tenant, name, name_holder(session, tenant, name)) from error
+
+
+def name_holder(session: Session, tenant: str, name: str) -> UUID | None:
+    """The id of the job of ``tenant`` named ``name``, if there is one."""
     row = driver(session).execute(JOB_NAMED, (tenant, name)).fetchone()
-    holder = None if row is None else row[0]
-    if holder is not None and holder != job_id:
-        where = f" in tenant {tenant!r}" if tenant else ""
-        raise Conflict(
-            f"a job named {name!r} exists{where} (id {holder}): change it with "
-            f"`stellwerk apply` (PUT /jobs/{name}), or give this one another name")
+    return None if row is None else UUID(str(row[0]))
+
+
+def name_taken(tenant: str, name: str, holder: UUID | None) -> Conflict:
+    """The 409 of a create or rename to a name that ``holder`` has in ``tenant``."""
+    where = f" in tenant {tenant!r}" if tenant else ""
+    return Conflict(
+        f"a job named {name!r} exists{where} (id {holder}): change it with "
+        f"`stellwerk apply` (PUT /jobs/{name}), or give this one another name")

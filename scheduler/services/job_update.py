@@ -24,7 +24,7 @@ from common.persistence.models import Job, Task, TaskEdge
 from common.secure_params import SecretBox, SecretKeyError
 from scheduler.services.errors import Conflict
 from scheduler.services.job_lifecycle import lock_job, next_fire_at, unfinished_run
-from scheduler.services.job_names import check_name_free
+from scheduler.services.job_names import rename
 from scheduler.services.job_queries import TaskView, get_job
 from scheduler.services.jobs import (
     copy_edges,
@@ -51,9 +51,9 @@ def update_job(
     spec = patch.apply(current)
     if "schedule" in patch.given():
         check_schedule(spec.schedule)
-    if spec.name != job.name:
-        check_name_free(session, job.tenant, spec.name, job.id)
     _check_allowed(session, job, patch, current, spec)
+    if spec.name != job.name:
+        rename(session, job, spec.name)
     rescheduled = _rescheduled(job, spec)
     _write_job(job, spec, now, secrets)
     if rescheduled:

@@ -26,7 +26,7 @@ from common.secure_params import NoSecretKey, SecretBox
 from scheduler.services.errors import InvalidInput
 from scheduler.services.job_events import announce, job_event
 from scheduler.services.job_lifecycle import LiveJob, go_live, next_fire_at
-from scheduler.services.job_names import check_name_free
+from scheduler.services.job_names import name_holder, name_taken
 from scheduler.services.job_queries import job_state
 from scheduler.services.schedules import check_schedule
 from scheduler.services.task_binding import BoundTask, bind_tasks
@@ -62,7 +62,6 @@ def create_job(
     last, so that it can name a one-off job's run.
     """
     check_schedule(spec.schedule)
-    check_name_free(session, spec.tenant, spec.name)
     secrets = secrets or SecretBox(None)
     job = _job_row(spec, now, secrets)
     # Before the row is written: the object is no Session's (the row goes in as plain
@@ -94,8 +93,15 @@ def _job_row(spec: JobSpec, now: datetime, secrets: SecretBox) -> Job:
 
 
 def _insert_job(session: Session, job: Job, storage: dict[str, Any]) -> None:
+    """The job's row and its storage's; :class:`Conflict` if its tenant has the name."""
     values = [_copied(column, getattr(job, column), _JOB_JSON_COLUMNS) for column in JOB_COLUMNS]
-    driver(session).execute(INSERT_JOB, (*values, Jsonb(storage), job.updated_at))
+    row = driver(session).execute(
+        INSERT_JOB, (*values, Jsonb(storage), job.updated_at, job.tenant, job.name)).fetchone()
+    assert row is not None
+    created, holder = row
+    if created is None:
+        holder = holder or name_holder(session, job.tenant, job.name)
+        raise name_taken(job.tenant, job.name, holder)
 
 
 def spec_column(spec: JobSpec) -> dict[str, Any]:
