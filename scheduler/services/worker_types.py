@@ -16,6 +16,7 @@ from datetime import datetime
 
 from psycopg.rows import dict_row
 from sqlalchemy import delete, select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Session
 
 from common.domain.worker_types import RegisteredType, WorkerTemplate, WorkerTypeSpec
@@ -37,17 +38,19 @@ def require_unbound(principal: Principal) -> None:
 def register(
     session: Session, spec: WorkerTypeSpec, now: datetime, secrets: SecretBox, by: str,
 ) -> WorkerType:
-    """Store a new worker type; 409 if the name is taken, 422 for headers without a key."""
-    if session.get(WorkerType, spec.name) is not None:
-        raise Conflict(f"worker type {spec.name!r} exists already: delete it first")
-    row = WorkerType(
+    """Store a new worker type; 409 if the name is taken, 422 for headers without a key.
+
+    The primary key decides (``ON CONFLICT DO NOTHING``), not a read before the insert,
+    which two registrations of one name at once both passed: the second was a 500.
+    """
+    row: WorkerType | None = session.scalar(pg_insert(WorkerType).values(
         name=spec.name, engine=spec.engine, url=spec.url,
         sealed_headers=_sealed(spec.headers, secrets),
         header_names=list(spec.headers), created_by=by, created_at=now,
         job_template=spec.job_template.model_dump(mode="json", exclude_none=True),
-    )
-    session.add(row)
-    session.flush()
+    ).on_conflict_do_nothing(index_elements=[WorkerType.name]).returning(WorkerType))
+    if row is None:
+        raise Conflict(f"worker type {spec.name!r} exists already: delete it first")
     return row
 
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+import psycopg
 import pytest
 import redis
 from fastapi.testclient import TestClient
@@ -180,3 +182,16 @@ def start_run(engine: BatchApplier, run_id: str) -> None:
     """Start a READY run as the engine does on its activation."""
     activation = Activation(run_id=uuid.UUID(run_id))
     engine.apply([Incoming(activation.message_id, activation.run_id, activation)])
+
+
+def wait_for_a_lock_wait(settings: Settings) -> None:
+    """Until a backend of the API's database waits for a lock: a request that met a
+    row another transaction wrote and has not committed."""
+    assert settings.database_url is not None
+    deadline = time.monotonic() + 30
+    with psycopg.connect(settings.database_url, autocommit=True) as conn:
+        while conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND wait_event_type = 'Lock'").fetchone() == (0,):
+            assert time.monotonic() < deadline, "no request waited for a lock"
+            time.sleep(0.02)  # nothing to await: a lock wait is only seen by asking

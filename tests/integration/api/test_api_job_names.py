@@ -4,13 +4,11 @@ job route takes it, and ``PUT /jobs/{name}`` makes the job what a spec says.
 
 from __future__ import annotations
 
-import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from typing import Any
 
-import psycopg
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session, sessionmaker
@@ -18,7 +16,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from common.config import Settings
 from common.domain.spec import JobSpec
 from scheduler.services.jobs import create_job
-from tests.integration.api.conftest import JobBody
+from tests.integration.api.conftest import JobBody, wait_for_a_lock_wait
 
 API = "/api/v1"
 
@@ -84,7 +82,7 @@ def test_two_creates_of_one_name_at_once_are_one_job_and_a_conflict(
         created = create_job(first, JobSpec.model_validate(draft(job_body, name)),
                              datetime.now(UTC))
         second = pool.submit(client.post, f"{API}/jobs", json=draft(job_body, name))
-        _wait_for_a_lock_wait(api_settings)
+        wait_for_a_lock_wait(api_settings)
         first.commit()
         answer = second.result(timeout=30)
     assert answer.status_code == 409, answer.text
@@ -103,24 +101,12 @@ def test_a_rename_to_a_name_being_created_is_a_conflict(
         created = create_job(first, JobSpec.model_validate(draft(job_body, name)),
                              datetime.now(UTC))
         second = pool.submit(client.patch, f"{API}/jobs/{other['id']}", json={"name": name})
-        _wait_for_a_lock_wait(api_settings)
+        wait_for_a_lock_wait(api_settings)
         first.commit()
         answer = second.result(timeout=30)
     assert answer.status_code == 409, answer.text
     assert str(created.job_id) in answer.json()["detail"]
     assert client.get(f"{API}/jobs/{other['id']}").json()["name"] == other["name"]
-
-
-def _wait_for_a_lock_wait(settings: Settings) -> None:
-    """Until a backend of the test database waits for a lock (the second create)."""
-    assert settings.database_url is not None
-    deadline = time.monotonic() + 30
-    with psycopg.connect(settings.database_url, autocommit=True) as conn:
-        while conn.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                "AND wait_event_type = 'Lock'").fetchone() == (0,):
-            assert time.monotonic() < deadline, "the second create never waited"
-            time.sleep(0.02)  # nothing to await: a lock wait is only seen by asking
 
 
 def test_tenants_each_have_their_name_and_an_unbound_token_is_told_to_use_the_id(

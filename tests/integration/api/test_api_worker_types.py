@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -12,11 +14,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.config import Settings
+from common.domain.worker_types import WorkerTypeSpec
 from common.messaging.messages import TaskDispatch
 from common.persistence.models import Task
 from common.secure_params import SecretBox
 from scheduler.engine.batch import BatchApplier
-from tests.integration.api.conftest import Queued, start_run
+from scheduler.services import worker_types
+from tests.integration.api.conftest import Queued, start_run, wait_for_a_lock_wait
 
 BASE = "/api/v1"
 SECRET = "type-secret-value"
@@ -55,6 +59,24 @@ def test_a_worker_type_shows_its_header_names_never_their_values(
     assert again.status_code == 409
     assert name in again.json()["detail"]
     assert client.get(f"{BASE}/worker-types/nope").status_code == 404
+
+
+def test_two_registrations_of_one_name_at_once_are_one_type_and_a_conflict(
+    client: TestClient, sessions: sessionmaker[Session], api_settings: Settings,
+) -> None:
+    """A registration that meets another one's type of its name, not yet committed,
+    waits for it and answers 409 (a read before the insert missed it: a 500)."""
+    name = f"render-{uuid.uuid4().hex[:8]}"
+    spec = WorkerTypeSpec.model_validate({"name": name, "url": "https://type.example/a"})
+    with sessions() as first, ThreadPoolExecutor(1) as pool:
+        worker_types.register(first, spec, datetime.now(UTC), SecretBox(None), "test")
+        second = pool.submit(register, client, name=name)
+        wait_for_a_lock_wait(api_settings)
+        first.commit()
+        answer = second.result(timeout=30)
+    assert answer.status_code == 409, answer.text
+    assert name in answer.json()["detail"]
+    assert client.get(f"{BASE}/worker-types/{name}").json()["url"] == "https://type.example/a"
 
 
 @pytest.mark.parametrize(("body", "where"), [
