@@ -19,7 +19,12 @@ from sqlalchemy import delete, select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Session
 
-from common.domain.worker_types import RegisteredType, WorkerTemplate, WorkerTypeSpec
+from common.domain.worker_types import (
+    BUILTIN_TYPES,
+    RegisteredType,
+    WorkerTemplate,
+    WorkerTypeSpec,
+)
 from common.persistence.db import driver
 from common.persistence.detached import detached
 from common.persistence.models import Task, WorkerType
@@ -97,9 +102,13 @@ def registered(
     """Those of ``names`` that are registered, with their headers opened (one query).
 
     Locked ``FOR SHARE``: a type cannot be deleted while a job is being bound to it.
+    A built-in type is never registered (its name is refused), so a job of built-in
+    types only, most jobs, costs no query.
     """
-    rows = driver(session).cursor(row_factory=dict_row).execute(
-        REGISTERED_TYPES, (list(set(names)),))
+    wanted = set(names) - BUILTIN_TYPES
+    if not wanted:
+        return {}
+    rows = driver(session).cursor(row_factory=dict_row).execute(REGISTERED_TYPES, (list(wanted),))
     return {row["name"]: _registered(detached(WorkerType, row), secrets) for row in rows}
 
 
