@@ -247,6 +247,24 @@ READ_RUN_TASKS = (
 )
 
 
+# A run's journal, oldest first (``GET /runs/{id}/journal``), pipelined with
+# ``RUN_VERSIONS`` (whose run it is).
+READ_JOURNAL = "SELECT * FROM journal WHERE run_id = %s ORDER BY id"
+
+# A job's history as a grid (``GET /jobs/{id}/history``): the job's tenant and its task
+# names in order, then (pipelined) its last runs, newest first, each with its task runs'
+# states by name (a JSON object).
+JOB_HISTORY_TASKS = (
+    "SELECT j.tenant, ARRAY(SELECT t.name FROM tasks AS t WHERE t.job_id = j.id "
+    "ORDER BY t.position) FROM jobs AS j WHERE j.id = %s"
+)
+JOB_HISTORY_RUNS = (
+    "SELECT r.id, r.number, r.trigger, r.state, r.started_at, r.finished_at, "
+    "  (SELECT json_object_agg(t.name, t.state) FROM task_runs AS t WHERE t.run_id = r.id) "
+    "  AS tasks FROM runs AS r WHERE r.job_id = %s ORDER BY r.number DESC LIMIT %s"
+)
+
+
 # ---- Retention: common.persistence.retention ----
 
 # The job's runs up to its (keep + 1)-th newest may go: ``OFFSET keep`` on the unique

@@ -65,7 +65,9 @@ class Admission:
 def loop_reads(base: str) -> re.Pattern[str]:
     """``on_loop`` for an API under ``base``: the paths the event loop answers.
 
-    A job, a run, the lists of jobs and of runs and a job's runs are read from
-    ``Resources.reads``.
+    A job, a run, the lists of jobs and of runs, a job's runs and history and a run's
+    journal are read from ``Resources.reads``.
     """
-    return re.compile(f"{re.escape(base)}/(?:(?:jobs|runs)(?:/[^/]+)?|jobs/[^/]+/runs)")
+    return re.compile(
+        f"{re.escape(base)}/(?:(?:jobs|runs)(?:/[^/]+)?|jobs/[^/]+/(?:runs|history)"
+        "|runs/[^/]+/journal)")

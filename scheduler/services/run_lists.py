@@ -14,12 +14,19 @@ from typing import Any
 from uuid import UUID
 
 from psycopg import AsyncConnection
+from psycopg.rows import dict_row
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from common.domain.states import TaskState
-from common.persistence.models import Job, Run, Task, TaskRun
-from common.persistence.queries import LIST_RUNS, LIST_RUNS_WHERE
+from common.persistence.detached import detached
+from common.persistence.models import Job, Run, TaskRun
+from common.persistence.queries import (
+    JOB_HISTORY_RUNS,
+    JOB_HISTORY_TASKS,
+    LIST_RUNS,
+    LIST_RUNS_WHERE,
+)
 from scheduler.services.errors import NotFound
 from scheduler.services.pages import Page, decode_time_and_id, encode_time_and_id, page_rows
 from scheduler.services.run_queries import RunSummary, listed_run
@@ -79,20 +86,28 @@ class HistoryRow:
     tasks: dict[str, str]
 
 
-def run_grid(session: Session, job_id: UUID, limit: int) -> tuple[list[str], list[HistoryRow]]:
-    """The job's tasks in order, and its last ``limit`` runs with each task's state."""
-    if session.get(Job, job_id) is None:
+async def run_grid(
+    conn: AsyncConnection[Any], job_id: UUID, tenant: str | None, limit: int,
+) -> tuple[list[str], list[HistoryRow]]:
+    """The job's tasks in order, and its last ``limit`` runs with each task's state.
+
+    :class:`NotFound` unless the job exists and is ``tenant``'s (None: any). Plain SQL
+    on the API's event loop, one round trip (the UI's history grid is polled).
+    """
+    async with conn.pipeline():
+        job = await conn.execute(JOB_HISTORY_TASKS, (job_id,))
+        runs = await conn.cursor(row_factory=dict_row).execute(
+            JOB_HISTORY_RUNS, (job_id, limit))
+    row = await job.fetchone()
+    if row is None or (tenant is not None and row[0] != tenant):
         raise NotFound("job", job_id)
-    tasks = list(session.scalars(
-        select(Task.name).where(Task.job_id == job_id).order_by(Task.position)))
-    runs = list(session.scalars(select(Run).where(Run.job_id == job_id)
-                                .order_by(Run.number.desc()).limit(limit)))
-    states: defaultdict[UUID, dict[str, str]] = defaultdict(dict)
-    for run_id, name, state in session.execute(
-            select(TaskRun.run_id, TaskRun.name, TaskRun.state)
-            .where(TaskRun.run_id.in_([run.id for run in runs]))):
-        states[run_id][name] = state
-    return tasks, [HistoryRow(run, states[run.id]) for run in runs]
+    return list(row[1]), [_history_row(run) for run in await runs.fetchall()]
+
+
+def _history_row(row: dict[str, Any]) -> HistoryRow:
+    """A :data:`JOB_HISTORY_RUNS` row as a detached run and its task states."""
+    tasks = row.pop("tasks") or {}
+    return HistoryRow(detached(Run, row), tasks)
 
 
 def running_by_worker(

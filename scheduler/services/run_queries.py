@@ -20,6 +20,7 @@ from common.persistence.models import JournalEntry, Run, TaskLog, TaskRun
 from common.persistence.queries import (
     LIST_JOB_RUNS,
     LIST_JOB_RUNS_WHERE,
+    READ_JOURNAL,
     READ_RUN,
     READ_RUN_TASKS,
     RUN_VERSIONS,
@@ -128,12 +129,21 @@ def listed_run(row: dict[str, Any]) -> RunSummary:
     return RunSummary(detached(Run, row), progress(Counter(counts or {})))
 
 
-def journal(session: Session, run_id: UUID) -> list[JournalEntry]:
-    """Every recorded state change of the run and its tasks, oldest first."""
-    require_run(session, run_id)
-    return list(session.scalars(
-        select(JournalEntry).where(JournalEntry.run_id == run_id).order_by(JournalEntry.id)
-    ))
+async def journal(
+    conn: AsyncConnection[Any], run_id: UUID, tenant: str | None,
+) -> list[JournalEntry]:
+    """Every recorded state change of the run and its tasks, oldest first (detached).
+
+    :class:`NotFound` unless the run exists and is ``tenant``'s (None: any). Plain SQL
+    on the API's event loop, the run's owner and its journal in one round trip.
+    """
+    async with conn.pipeline():
+        owner = await conn.execute(RUN_VERSIONS, (run_id,))
+        entries = await conn.cursor(row_factory=dict_row).execute(READ_JOURNAL, (run_id,))
+    row = await owner.fetchone()
+    if row is None or (tenant is not None and row[2] != tenant):
+        raise NotFound("run", run_id)
+    return [detached(JournalEntry, entry) for entry in await entries.fetchall()]
 
 
 def task_logs(

@@ -168,13 +168,13 @@ _CONFLICT: dict[int | str, dict[str, Any]] = {409: {
 
 
 @router.get("/{job_id}/history", dependencies=[Depends(scope("job.read"))])
-def history(
-    job_id: JobIdDep, session: SessionDep, principal: PrincipalDep,
+async def history(
+    job_id: JobIdDep, resources: ResourcesDep, principal: PrincipalDep,
     limit: Annotated[int, Query(ge=1, le=200, description="How many runs, newest first.")] = 30,
 ) -> HistoryPublic:
     """The job's last runs as a grid: its tasks in order, each run's task states."""
-    visible_job(session, job_id, principal.tenant)
-    tasks, rows = run_grid(session, job_id, limit)
+    tasks, rows = await resources.read(
+        lambda conn: run_grid(conn, job_id, principal.tenant, limit))
     return HistoryPublic(tasks=tasks, runs=[HistoryRunPublic(
         id=row.run.id, number=row.run.number, trigger=row.run.trigger, state=row.run.state,
         started_at=row.run.started_at, finished_at=row.run.finished_at, tasks=row.tasks,

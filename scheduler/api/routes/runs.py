@@ -119,10 +119,12 @@ def _matches(if_none_match: str, tag: str) -> bool:
 
 
 @router.get("/{run_id}/journal", dependencies=[Depends(scope("job.read"))])
-def read_journal(run_id: UUID, session: SessionDep, principal: PrincipalDep) -> JournalPublic:
+async def read_journal(
+    run_id: UUID, resources: ResourcesDep, principal: PrincipalDep,
+) -> JournalPublic:
     """Every state change of the run and its tasks, oldest first."""
-    visible_run(session, run_id, principal.tenant)
-    return JournalPublic(entries=[JournalEntryPublic.of(e) for e in journal(session, run_id)])
+    entries = await resources.read(lambda conn: journal(conn, run_id, principal.tenant))
+    return JournalPublic(entries=[JournalEntryPublic.of(e) for e in entries])
 
 
 @router.get(

@@ -76,7 +76,7 @@ def test_a_cursor_of_a_list_that_is_no_time_and_id_is_422_naming_it(client: Test
         assert "cursor" in answer.text
 
 
-def test_a_job_s_runs_are_its_own_and_only_its_tenant_s(
+def test_a_job_s_runs_history_and_journal_are_only_its_tenant_s(
     client: TestClient, job_body: JobBody,
 ) -> None:
     job, second = two_runs(client, job_body)
@@ -92,8 +92,11 @@ def test_a_job_s_runs_are_its_own_and_only_its_tenant_s(
     token = client.post(f"{API}/tokens", json={
         "name": tenant, "scopes": ["job"], "tenant": tenant}).json()
     try:
-        foreign = client.get(f"{API}/jobs/{job['id']}/runs",
-                             headers={"Authorization": f"Bearer {token['token']}"})
-        assert foreign.status_code == 404, foreign.text
+        for path in (f"jobs/{job['id']}/runs", f"jobs/{job['id']}/history",
+                     f"runs/{job['run_id']}/journal"):
+            foreign = client.get(f"{API}/{path}",
+                                 headers={"Authorization": f"Bearer {token['token']}"})
+            assert foreign.status_code == 404, (path, foreign.text)
+            assert client.get(f"{API}/{path}").status_code == 200
     finally:
         client.delete(f"{API}/tokens/{token['id']}")

@@ -41,21 +41,23 @@ def test_a_read_on_the_loop_goes_while_every_slot_is_taken() -> None:
         await asyncio.wait_for(admission(http("GET", "/api/v1/jobs/j1"), nothing, ignore), 1)
         await asyncio.wait_for(admission(http("GET", "/api/v1/jobs"), nothing, ignore), 1)
         await asyncio.wait_for(admission(http("GET", "/api/v1/runs"), nothing, ignore), 1)
-        await asyncio.wait_for(admission(http("GET", "/api/v1/jobs/j1/runs"), nothing, ignore), 1)
+        for path in ("/api/v1/jobs/j1/runs", "/api/v1/jobs/j1/history", "/api/v1/runs/r1/journal"):
+            await asyncio.wait_for(admission(http("GET", path), nothing, ignore), 1)
         waiting = [asyncio.create_task(admission(http(method, path), nothing, ignore))
                    for method, path in (("POST", "/api/v1/jobs/j1"),
-                                        ("GET", "/api/v1/runs/r1/journal"),
-                                        ("GET", "/api/v1/jobs/j1/history"))]
+                                        ("GET", "/api/v1/runs/r1/tasks/a/logs"),
+                                        ("GET", "/api/v1/jobs/j1/runs/x"))]
         for _ in range(5):  # time enough to take a free slot: there is none
             await asyncio.sleep(0)
         assert not any(task.done() for task in waiting)
         assert answered == ["GET /api/v1/runs/r1", "GET /api/v1/jobs/j1", "GET /api/v1/jobs",
-                            "GET /api/v1/runs", "GET /api/v1/jobs/j1/runs"]
+                            "GET /api/v1/runs", "GET /api/v1/jobs/j1/runs",
+                            "GET /api/v1/jobs/j1/history", "GET /api/v1/runs/r1/journal"]
         release.set()
         await asyncio.wait_for(asyncio.gather(holding, *waiting), 1)
         return answered
 
     answered = asyncio.run(scenario())
-    assert answered[5] == "POST /api/v1/jobs"
-    assert sorted(answered[6:]) == [
-        "GET /api/v1/jobs/j1/history", "GET /api/v1/runs/r1/journal", "POST /api/v1/jobs/j1"]
+    assert answered[7] == "POST /api/v1/jobs"
+    assert sorted(answered[8:]) == [
+        "GET /api/v1/jobs/j1/runs/x", "GET /api/v1/runs/r1/tasks/a/logs", "POST /api/v1/jobs/j1"]
