@@ -24,7 +24,7 @@ from common.persistence.models import Job
 from common.secure_params import SecretBox
 from scheduler.services.errors import Conflict
 from scheduler.services.job_lifecycle import lock_job
-from scheduler.services.job_queries import get_job
+from scheduler.services.job_queries import read_job
 from scheduler.services.job_update import stored_spec, update_job
 from scheduler.services.jobs import create_job
 
@@ -56,7 +56,7 @@ def apply_job(
     if job_id is None:
         return _create(session, spec, now, secrets, dry_run=dry_run)
     job = lock_job(session, job_id)
-    stored = stored_spec(job, get_job(session, job_id).tasks, secrets)
+    stored = stored_spec(job, read_job(session, job_id).tasks, secrets)
     wanted = keep_unsent_secrets(stored, spec)
     changes = spec_changes(stored, wanted)
     fields = {change.field for change in changes}

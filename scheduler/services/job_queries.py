@@ -8,8 +8,6 @@ ended (issue 17): SCHEDULED (its next fire) or, disabled, DISABLED.
 
 from __future__ import annotations
 
-import dataclasses
-from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from uuid import UUID
@@ -17,13 +15,12 @@ from uuid import UUID
 from psycopg import AsyncConnection
 from psycopg.rows import dict_row
 from psycopg.types.json import Jsonb
-from sqlalchemy import Row, Select, select
 from sqlalchemy.orm import Session
 
 from common.domain.states import RUN_TERMINAL, RunState
 from common.persistence.db import driver
 from common.persistence.detached import detached
-from common.persistence.models import Job, JobStorage, Run, Task, TaskEdge
+from common.persistence.models import Job, Run, Task
 from common.persistence.queries import LIST_JOBS, LIST_JOBS_WHERE, READ_JOB
 from scheduler.services.errors import NotFound
 from scheduler.services.pages import Page, decode_time_and_id, encode_time_and_id, page_rows
@@ -33,9 +30,6 @@ JobStateName = Literal[
     "NEW", "SCHEDULED", "DISABLED", "READY", "ACTIVE", "CONFIRM", "PAUSE_REQUESTED", "PAUSED",
     "CANCEL_REQUESTED", "CANCELED", "COMPLETED", "FAILED", "TIMEOUT",
 ]
-# A job, its latest run state, its first run id and its latest run id.
-SummaryQuery = Select[Job, str | None, UUID | None, UUID | None]
-SummaryRow = Row[Job, str | None, UUID | None, UUID | None]
 
 
 @dataclass(frozen=True)
@@ -78,23 +72,14 @@ class JobFilter:
     name: str | None = None  # a part of the name, any case (the web UI's search box)
 
 
-def get_job(session: Session, job_id: UUID) -> JobDetail:
-    """The job with its tasks (in position order) and storage, or :class:`NotFound`."""
-    row = session.execute(_summary_query().where(Job.id == job_id)).one_or_none()
-    if row is None:
-        raise NotFound("job", job_id)
-    storage = session.get(JobStorage, job_id)
-    summary = _with_latest(session, [_summary(row)])[0]
-    return JobDetail(summary, _tasks(session, job_id), storage.data if storage else {})
-
-
 def read_job(session: Session, job_id: UUID) -> JobDetail:
-    """:func:`get_job` for showing a job: plain SQL, one round trip, detached objects.
+    """The job with its tasks (in position order) and storage, or :class:`NotFound`.
 
-    Every create and read of a job in the API ends here. Through the ORM, the same took
-    four queries whose compilation and loading cost the API more CPU than PostgreSQL
-    spent answering them. The objects are in no session: to show, not to change
-    (``job_update`` and ``job_apply`` use :func:`get_job`).
+    Plain SQL, one round trip, detached objects: every write and read of a job ends
+    here (a change and an apply read the stored tasks with it). Through the ORM the same
+    took four queries whose compilation and loading cost the API more CPU than
+    PostgreSQL spent answering them. The objects are in no session: to show and to
+    compare, not to change (``lock_job`` gives the job to change).
     """
     row = driver(session).cursor(row_factory=dict_row).execute(READ_JOB, (job_id,)).fetchone()
     return job_detail(job_id, row)
@@ -170,15 +155,6 @@ def _list_params(filters: JobFilter, cursor: str | None) -> dict[str, Any]:
     return params
 
 
-def _with_latest(session: Session, items: list[JobSummary]) -> list[JobSummary]:
-    """The summaries with their latest runs read, in one query."""
-    ids = [item.latest_run_id for item in items if item.latest_run_id is not None]
-    runs = {run.id: run for run in session.scalars(select(Run).where(Run.id.in_(ids)))} \
-        if ids else {}
-    return [dataclasses.replace(item, latest=runs.get(item.latest_run_id))  # type: ignore[arg-type]
-            for item in items]
-
-
 def job_state(job: Job, latest_state: str | None) -> str:
     """What a job shows as its state (see the module docstring)."""
     between_runs = latest_state is None or RunState(latest_state) in RUN_TERMINAL
@@ -187,39 +163,6 @@ def job_state(job: Job, latest_state: str | None) -> str:
     return latest_state or "NEW"
 
 
-def _summary_query() -> SummaryQuery:
-    latest = select(Run).where(Run.job_id == Job.id).order_by(Run.number.desc()).limit(1)
-    first = select(Run.id).where(Run.job_id == Job.id, Run.number == 1)
-    return select(
-        Job,
-        latest.with_only_columns(Run.state).scalar_subquery(),
-        first.scalar_subquery(),
-        latest.with_only_columns(Run.id).scalar_subquery(),
-    )
-
-
-def _summary(row: SummaryRow) -> JobSummary:
-    job, latest_state, first_id, latest_id = row
-    return JobSummary(job, job_state(job, latest_state), first_id, latest_id)
-
-
 def like_escaped(text: str) -> str:
     """``text`` matched literally by LIKE: ``%``, ``_`` and the escape itself escaped."""
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-
-
-def _tasks(session: Session, job_id: UUID) -> list[TaskView]:
-    tasks = session.scalars(
-        select(Task).where(Task.job_id == job_id).order_by(Task.position)
-    ).all()
-    edges = session.execute(
-        select(TaskEdge.from_task, TaskEdge.to_task).where(TaskEdge.job_id == job_id)
-    ).all()
-    by_id = {task.id: task for task in tasks}
-    successors: defaultdict[UUID, list[Task]] = defaultdict(list)
-    for from_task, to_task in edges:
-        successors[from_task].append(by_id[to_task])
-    return [
-        TaskView(task, [s.name for s in sorted(successors[task.id], key=lambda s: s.position)])
-        for task in tasks
-    ]

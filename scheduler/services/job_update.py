@@ -25,7 +25,7 @@ from common.secure_params import SecretBox, SecretKeyError
 from scheduler.services.errors import Conflict
 from scheduler.services.job_lifecycle import lock_job, next_fire_at, unfinished_run
 from scheduler.services.job_names import rename
-from scheduler.services.job_queries import TaskView, get_job
+from scheduler.services.job_queries import TaskView, read_job
 from scheduler.services.jobs import (
     copy_edges,
     secret_text,
@@ -46,7 +46,7 @@ def update_job(
     the same secret key as the one that wrote them.
     """
     job = lock_job(session, job_id)
-    tasks = get_job(session, job_id).tasks
+    tasks = read_job(session, job_id).tasks
     current = stored_spec(job, tasks, secrets)
     spec = patch.apply(current)
     if "schedule" in patch.given():

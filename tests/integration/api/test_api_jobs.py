@@ -247,15 +247,16 @@ def test_a_jobs_runs_page_newest_first(client: TestClient, job_body: JobBody) ->
     assert first_page["data"][0]["progress"] == {"WAITING": 3}
 
 
-def test_a_job_read_for_showing_is_the_job_the_orm_reads(
+def test_a_job_read_is_its_rows(
     client: TestClient, job_body: JobBody, sessions: sessionmaker[Session],
 ) -> None:
-    """``read_job`` (plain SQL, the reads) and ``get_job`` (the ORM, the writes) agree.
+    """``read_job`` (plain SQL, every read and write of a job) shows what the tables hold.
 
-    On a job with a fan-out and a join, two runs, storage and a cron schedule.
+    On a job with a fan-out and a join, two runs, storage and a cron schedule: its
+    tasks in position order with their successors, its first and latest run, storage.
     """
     from scheduler.api.schemas import JobPublic
-    from scheduler.services.job_queries import get_job, read_job
+    from scheduler.services.job_queries import read_job
 
     body = job_body(schedule={"cron": "*/5 * * * *"}, tasks=[
         {"name": "a", "type": "noop", "next": ["c", "b"]},
@@ -263,17 +264,26 @@ def test_a_job_read_for_showing_is_the_job_the_orm_reads(
         {"name": "c", "type": "noop", "next": ["d"], "priority": 9},
         {"name": "d", "type": "noop"},
     ])
-    job_id = client.post(JOBS, json=body).json()["id"]
+    job_id = uuid.UUID(client.post(JOBS, json=body).json()["id"])
     for _ in range(2):
         assert client.post(f"{JOBS}/{job_id}/runs").status_code == 201
     with sessions.begin() as session:
-        session.get_one(JobStorage, uuid.UUID(job_id)).data = {"cursor": 42}
+        session.get_one(JobStorage, job_id).data = {"cursor": 42}
     with sessions() as session:
-        shown = JobPublic.of_detail(read_job(session, uuid.UUID(job_id)))
-        stored = JobPublic.of_detail(get_job(session, uuid.UUID(job_id)))
-    assert shown.model_dump() == stored.model_dump()
-    assert (shown.latest_run is not None and shown.latest_run.number == 2
-            and shown.storage == {"cursor": 42} and shown.tasks[0].next == ["b", "c"])
+        shown = JobPublic.of_detail(read_job(session, job_id))
+        job = session.get_one(Job, job_id)
+        runs = session.scalars(select(Run).where(Run.job_id == job_id)
+                               .order_by(Run.number)).all()
+        tasks = session.scalars(select(Task).where(Task.job_id == job_id)
+                                .order_by(Task.position)).all()
+    assert (shown.name, shown.version, shown.schedule.model_dump(mode="json")) == (
+        job.name, job.version, job.schedule)
+    assert (shown.run_id, shown.latest_run and shown.latest_run.id) == (runs[0].id, runs[1].id)
+    assert shown.latest_run is not None and shown.latest_run.number == 2
+    assert [(t.id, t.name, t.priority) for t in shown.tasks] == [
+        (t.id, t.name, t.priority) for t in tasks]
+    assert [t.next for t in shown.tasks] == [["b", "c"], ["d"], ["d"], []]
+    assert shown.storage == {"cursor": 42}
 
 
 def test_a_write_answers_from_its_own_transaction(client: TestClient, job_body: JobBody) -> None:
