@@ -140,9 +140,7 @@ async def journal(
     async with conn.pipeline():
         owner = await conn.execute(RUN_VERSIONS, (run_id,))
         entries = await conn.cursor(row_factory=dict_row).execute(READ_JOURNAL, (run_id,))
-    row = await owner.fetchone()
-    if row is None or (tenant is not None and row[2] != tenant):
-        raise NotFound("run", run_id)
+    _versions_seen(await owner.fetchone(), run_id, tenant)
     return [detached(JournalEntry, entry) for entry in await entries.fetchall()]
 
 
@@ -169,10 +167,20 @@ async def run_versions(
     (a poll's 304 costs this read only).
     """
     cursor = await conn.execute(RUN_VERSIONS, (run_id,))
-    row = await cursor.fetchone()
+    row = _versions_seen(await cursor.fetchone(), run_id, tenant)
+    return int(row[0]), int(row[1])
+
+
+def _versions_seen(
+    row: tuple[Any, ...] | None, run_id: UUID, tenant: str | None,
+) -> tuple[Any, ...]:
+    """A :data:`RUN_VERSIONS` row if the run exists and is ``tenant``'s (None: any).
+
+    Else :class:`NotFound`, as :func:`tenancy.visible_run` would say.
+    """
     if row is None or (tenant is not None and row[2] != tenant):
         raise NotFound("run", run_id)
-    return int(row[0]), int(row[1])
+    return row
 
 
 def require_run(session: Session, run_id: UUID) -> Run:
