@@ -262,9 +262,7 @@ class JournalEntry(Base):
     __tablename__ = "journal"
 
     id: Mapped[int] = mapped_column(BigInteger, Identity(), primary_key=True)
-    run_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("runs.id", ondelete="CASCADE"), index=True
-    )
+    run_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
     task: Mapped[str | None] = mapped_column(String(200), nullable=True)
     attempt: Mapped[int | None] = mapped_column(Integer, nullable=True)
     at: Mapped[datetime]
@@ -272,6 +270,9 @@ class JournalEntry(Base):
     to_state: Mapped[str] = mapped_column(String(20))
     reason: Mapped[str] = mapped_column(Text, default="")
     actor: Mapped[str] = mapped_column(String(200), default="engine")
+
+    # A run's entries in their order: pages of a run's journal, and its deletion.
+    __table_args__ = (Index("ix_journal_run_order", "run_id", "id"),)
 
 
 class OutboxMessage(Base):

@@ -247,9 +247,19 @@ READ_RUN_TASKS = (
 )
 
 
-# A run's journal, oldest first (``GET /runs/{id}/journal``), pipelined with
-# ``RUN_VERSIONS`` (whose run it is).
-READ_JOURNAL = "SELECT * FROM journal WHERE run_id = %s ORDER BY id"
+# A page of a run's journal, oldest first (``GET /runs/{id}/journal``), after entry
+# ``after`` (0: from the first), pipelined with ``RUN_VERSIONS`` (whose run it is);
+# ``{where}`` the clauses of ``READ_JOURNAL_WHERE`` that apply (``scheduler.services.
+# pages``). The row comparison pins the page to ``ix_journal_run_order``: with ``id >``
+# alone, PostgreSQL read the primary key from ``after`` on and filtered by run (28,113
+# rows for a last page of 5 on 48,000 entries), sure that the run's rows were spread
+# evenly; a recent run's first page would have read the whole table.
+READ_JOURNAL = (
+    "SELECT * FROM journal WHERE run_id = %(run_id)s "
+    "AND (run_id, id) > (%(run_id)s, %(after)s) AND {where} "
+    "ORDER BY run_id, id LIMIT %(limit)s"
+)
+READ_JOURNAL_WHERE = {"task": "task = %(task)s"}
 
 # A job's history as a grid (``GET /jobs/{id}/history``): the job's tenant and its task
 # names in order, then (pipelined) its last runs, newest first, each with its task runs'

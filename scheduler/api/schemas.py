@@ -263,9 +263,10 @@ class JournalEntryPublic(Public):
 
 
 class JournalPublic(Public):
-    """A run's journal, oldest first."""
+    """A page of a run's journal, oldest first; ``next_cursor`` as for lists."""
 
     entries: list[JournalEntryPublic]
+    next_cursor: str | None
 
 
 class LogLinePublic(Public):

@@ -77,8 +77,13 @@ async def page_rows(
 
     A clause applies when ``params`` gives its name a value other than None.
     """
+    cursor = await conn.cursor(row_factory=dict_row).execute(
+        filtered(statement, clauses, params), params)
+    return await cursor.fetchall()
+
+
+def filtered(statement: str, clauses: Mapping[str, str], params: Mapping[str, Any]) -> str:
+    """``statement`` with its ``{where}`` the ``clauses`` AND-ed that apply (as above)."""
     where = " AND ".join(clause for name, clause in clauses.items()
                          if params.get(name) is not None)
-    cursor = await conn.cursor(row_factory=dict_row).execute(
-        statement.format(where=where or "true"), params)
-    return await cursor.fetchall()
+    return statement.format(where=where or "true")

@@ -21,12 +21,13 @@ from common.persistence.queries import (
     LIST_JOB_RUNS,
     LIST_JOB_RUNS_WHERE,
     READ_JOURNAL,
+    READ_JOURNAL_WHERE,
     READ_RUN,
     READ_RUN_TASKS,
     RUN_VERSIONS,
 )
 from scheduler.services.errors import InvalidInput, NotFound
-from scheduler.services.pages import Page, decode_cursor, encode_cursor, page_rows
+from scheduler.services.pages import Page, decode_cursor, encode_cursor, filtered, page_rows
 
 _STATE_ORDER = {state.value: index for index, state in enumerate(TaskState)}
 
@@ -130,18 +131,25 @@ def listed_run(row: dict[str, Any]) -> RunSummary:
 
 
 async def journal(
-    conn: AsyncConnection[Any], run_id: UUID, tenant: str | None,
-) -> list[JournalEntry]:
-    """Every recorded state change of the run and its tasks, oldest first (detached).
+    conn: AsyncConnection[Any], run_id: UUID, tenant: str | None, limit: int,
+    cursor: str | None = None, *, task: str | None = None,
+) -> Page[JournalEntry]:
+    """A page of the run's journal (``task``'s entries only, if given), oldest first.
 
+    Detached entries, ``limit`` at a time (a 10,000-task fan-out records some 40,000).
     :class:`NotFound` unless the run exists and is ``tenant``'s (None: any). Plain SQL
-    on the API's event loop, the run's owner and its journal in one round trip.
+    on the API's event loop, the run's owner and the page in one round trip.
     """
+    after = 0 if cursor is None else _number(decode_cursor(cursor, 1)[0])
+    params = {"run_id": run_id, "task": task, "limit": limit + 1, "after": after}
     async with conn.pipeline():
         owner = await conn.execute(RUN_VERSIONS, (run_id,))
-        entries = await conn.cursor(row_factory=dict_row).execute(READ_JOURNAL, (run_id,))
+        rows = await conn.cursor(row_factory=dict_row).execute(
+            filtered(READ_JOURNAL, READ_JOURNAL_WHERE, params), params)
     _versions_seen(await owner.fetchone(), run_id, tenant)
-    return [detached(JournalEntry, entry) for entry in await entries.fetchall()]
+    entries = [detached(JournalEntry, row) for row in await rows.fetchall()]
+    next_cursor = encode_cursor([entries[limit - 1].id]) if len(entries) > limit else None
+    return Page(entries[:limit], next_cursor)
 
 
 def task_logs(

@@ -177,10 +177,17 @@ def tasks_by_name(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def journal(api: httpx.Client, run_id: str) -> list[dict[str, Any]]:
-    response = api.get(f"/runs/{run_id}/journal")
-    assert response.status_code == 200, response.text
-    body = response.json()
-    return list(body["entries"] if isinstance(body, dict) else body)
+    """The run's whole journal, every page of it."""
+    entries: list[dict[str, Any]] = []
+    params: dict[str, str] = {}
+    while True:
+        response = api.get(f"/runs/{run_id}/journal", params=params)
+        assert response.status_code == 200, response.text
+        body = response.json()
+        entries += body["entries"]
+        if body["next_cursor"] is None:
+            return entries
+        params = {"cursor": body["next_cursor"]}
 
 
 def command(system: System, *args: str) -> list[str]:

@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from tests.conftest import in_ci, skip_or_fail_in_ci
-from tests.e2e.conftest import ADMIN_TOKEN, System, submit
+from tests.e2e.conftest import ADMIN_TOKEN, System, journal, submit
 
 try:
     from playwright import sync_api
@@ -163,11 +163,27 @@ def test_a_person_runs_a_canary_job_from_the_browser(
     canary_name = confirm_the_canary(page, name, artifacts)
     assert_the_graph_changed_live(page, canary_name)
 
-    node(page, "start").click()
+    with page.expect_request(lambda request: "/journal" in request.url) as asked:
+        node(page, "start").click()
+    assert "task=start" in asked.value.url  # the task's entries, not the run's journal
+    expect_the_task_journal(page, system, run_id, "start")
     expect(page.locator("pre.log")).to_contain_text("preparing the batch")
     expect(page.locator("pre.log")).to_have_attribute("data-state", "ended")
     page.screenshot(path=str(artifacts / "run-task-log.png"), full_page=True)
     find_the_job_by_name(page, name, run_id, artifacts)
+
+
+def expect_the_task_journal(page: Page, system: System, run_id: str, task: str) -> None:
+    """The task panel lists the task's journal entries, as the API gives them, and no
+    other task's."""
+    with system.client() as api:
+        entries = journal(api, run_id)
+    own = [e for e in entries if e["task"] == task]
+    assert own and len(own) < len(entries)
+    rows = page.locator("table.journal tbody tr")
+    expect(rows).to_have_count(len(own))
+    for row, entry in zip(rows.all(), own, strict=True):
+        expect(row).to_contain_text(f"{entry['to']}{entry['reason']}{entry['actor']}")
 
 
 def submit_a_refused_spec(page: Page) -> None:

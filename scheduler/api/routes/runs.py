@@ -118,13 +118,27 @@ def _matches(if_none_match: str, tag: str) -> bool:
     return "*" in sent or tag.removeprefix("W/") in sent
 
 
-@router.get("/{run_id}/journal", dependencies=[Depends(scope("job.read"))])
+@router.get("/{run_id}/journal", response_model=JournalPublic,
+            dependencies=[Depends(scope("job.read"))])
 async def read_journal(
-    run_id: UUID, resources: ResourcesDep, principal: PrincipalDep,
-) -> JournalPublic:
-    """Every state change of the run and its tasks, oldest first."""
-    entries = await resources.read(lambda conn: journal(conn, run_id, principal.tenant))
-    return JournalPublic(entries=[JournalEntryPublic.of(e) for e in entries])
+    run_id: UUID, resources: ResourcesDep, principal: PrincipalDep, *,
+    task: Annotated[str | None, Query(
+        max_length=200, description="Only this task's changes (by name); the run's own "
+        "changes name no task.")] = None,
+    limit: Annotated[int, Query(ge=1, le=5000, description="Page size.")] = 1000,
+    cursor: Annotated[str | None, Query(description="`next_cursor` of the previous page.",
+                                        json_schema_extra={"pattern": CURSOR_PATTERN})] = None,
+) -> Response:
+    """The state changes of the run and its tasks, oldest first, a page at a time.
+
+    `next_cursor` is null on the last page. A run's entries are written under its lock,
+    so they are numbered in the order they were committed: paging never skips one.
+    """
+    page = await resources.read(
+        lambda conn: journal(conn, run_id, principal.tenant, limit, cursor, task=task))
+    body = JournalPublic(entries=[JournalEntryPublic.of(e) for e in page.items],
+                         next_cursor=page.next_cursor)
+    return Response(body.model_dump_json(by_alias=True), media_type="application/json")
 
 
 @router.get(

@@ -40,8 +40,7 @@ export function taskPanel(runId, { refresh }) {
       h("h4", null, "Log ", h("span", { class: "muted", text: "(live while the task runs)" })), logBox);
     followFrom(task);
     try {
-      const { entries } = await call(`/runs/${runId}/journal`);
-      fill(journalBox, journalTable(entries.filter((entry) => entry.task === task.name)));
+      fill(journalBox, journalTable(await taskJournal(runId, task.name)));
     } catch (error) {
       fill(journalBox, h("p", { class: "muted", text: `journal unavailable: ${error.message}` }));
     }
@@ -61,6 +60,19 @@ function facts(task) {
     row("Finished", when(task.finished_at)),
     row("Message", task.message || "—"),
     ...(task.waiting_for ? row("Waiting for", task.waiting_for) : []));
+}
+
+/** Every page of one task's journal entries (a run's whole journal can be 40,000). */
+async function taskJournal(runId, name) {
+  const entries = [];
+  let cursor = null;
+  do {
+    const query = new URLSearchParams(cursor ? { task: name, cursor } : { task: name });
+    const page = await call(`/runs/${runId}/journal?${query}`);
+    entries.push(...page.entries);
+    cursor = page.next_cursor;
+  } while (cursor);
+  return entries;
 }
 
 /** The task's journal, oldest first; each row says which attempt it belongs to. */

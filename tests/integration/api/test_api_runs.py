@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from common.persistence.models import TaskLog, TaskRun
+from common.persistence.models import JournalEntry, TaskLog, TaskRun
 
 JobBody = Callable[..., dict[str, Any]]
 
@@ -63,6 +63,64 @@ def test_the_journal_records_the_creation(client: TestClient, job: dict[str, Any
             for e in first] == [(None, None, "", "READY", "created", "submit")]
     assert second[0]["actor"] == "api"
     assert datetime.fromisoformat(first[0]["at"]).tzinfo is not None
+
+
+def _add_journal(sessions: sessionmaker[Session], run_id: str, count: int) -> None:
+    """``count`` entries after the creation's, for tasks a and b in turn."""
+    start = datetime(2030, 5, 1, tzinfo=UTC)
+    with sessions.begin() as session:
+        session.add_all(
+            JournalEntry(run_id=run_id, task="ab"[i % 2], attempt=0,
+                         at=start + timedelta(seconds=i), from_state="WAITING",
+                         to_state="READY", reason=f"entry {i}", actor="engine")
+            for i in range(count))
+
+
+def _pages(client: TestClient, path: str, **params: Any) -> list[dict[str, Any]]:
+    """Every page of a journal, following ``next_cursor``."""
+    pages = []
+    while True:
+        response = client.get(path, params=params)
+        assert response.status_code == 200, response.text
+        pages.append(response.json())
+        if pages[-1]["next_cursor"] is None:
+            return pages
+        params["cursor"] = pages[-1]["next_cursor"]
+
+
+def test_the_journal_comes_in_pages_and_by_task(
+    client: TestClient, job: dict[str, Any], sessions: sessionmaker[Session],
+) -> None:
+    _add_journal(sessions, job["run_id"], 25)
+    path = f"/api/v1/runs/{job['run_id']}/journal"
+
+    whole = client.get(path).json()
+    pages = _pages(client, path, limit=10)
+    of_b = _pages(client, path, task="b", limit=5)
+
+    assert whole["next_cursor"] is None
+    assert [e["reason"] for e in whole["entries"]] == ["created"] + [
+        f"entry {i}" for i in range(25)]
+    assert [len(p["entries"]) for p in pages] == [10, 10, 6]
+    assert [e for p in pages for e in p["entries"]] == whole["entries"]
+    assert [len(p["entries"]) for p in of_b] == [5, 5, 2]
+    assert [e["reason"] for p in of_b for e in p["entries"]] == [
+        f"entry {i}" for i in range(1, 25, 2)]
+    assert client.get(path, params={"task": "nowhere"}).json() == {
+        "entries": [], "next_cursor": None}
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"limit": 0}, "limit"), ({"limit": 5001}, "limit"), ({"cursor": "bm90LWEtY3Vyc29y"}, "cursor"),
+    ({"cursor": "W10"}, "cursor"), ({"task": "x" * 201}, "task"),
+])
+def test_a_bad_journal_page_is_a_422_naming_the_parameter(
+    client: TestClient, job: dict[str, Any], params: dict[str, Any], field: str,
+) -> None:
+    response = client.get(f"/api/v1/runs/{job['run_id']}/journal", params=params)
+
+    assert response.status_code == 422, response.text
+    assert field in response.text
 
 
 def _add_logs(sessions: sessionmaker[Session], run_id: str, task: str) -> str:
