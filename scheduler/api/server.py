@@ -14,6 +14,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from common.config import Settings, load_settings
+from common.process import settle_garbage_collector
 from scheduler.api.app import create_app
 
 GRACEFUL_SHUTDOWN_S = 5
@@ -36,7 +37,12 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8080,
                "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S,
                "timeout_keep_alive": KEEP_ALIVE_S}
     if workers == 1:
-        uvicorn.run(create_app(settings), **options)  # type: ignore[arg-type]
+        app = create_app(settings)
+        # A wide run's or job's read allocates ~100,000 objects: with the libraries'
+        # objects walked by every full collection, GET of a 10,000-task run cost 217 ms
+        # of CPU, 121 with them frozen (a job 588 -> 377 ms).
+        settle_garbage_collector()
+        uvicorn.run(app, **options)  # type: ignore[arg-type]
         return
     os.environ.update(_server_environment(settings))
     uvicorn.run(f"{__name__}:app_of_environment", factory=True, workers=workers,
@@ -48,7 +54,9 @@ def app_of_environment() -> FastAPI:
     from common.tracing import configure_tracing  # noqa: PLC0415
 
     configure_tracing("api")
-    return create_app(load_settings())
+    app = create_app(load_settings())
+    settle_garbage_collector()
+    return app
 
 
 def _server_environment(settings: Settings) -> dict[str, str]:
