@@ -416,6 +416,31 @@ SSE = """async () => {
   return chunks.map((chunk) => parser.feed(chunk));
 }"""
 
+# Forty events 10 ms apart while each re-read takes 30 ms: re-read at most every 150 ms
+# (the gap asked for here), never two at once, and once more after the last event.
+COALESCED = """async () => {
+  const { coalesced } = await import("./ui/live.js");
+  const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+  const starts = [];
+  let running = 0, most = 0;
+  const kick = coalesced(async () => {
+    starts.push(performance.now());
+    most = Math.max(most, ++running);
+    await sleep(30);
+    running -= 1;
+  }, { minGapMs: 150 });
+  let lastKick = 0, last = null;
+  for (let i = 0; i < 40; i += 1) {
+    lastKick = performance.now();
+    last = kick();
+    await sleep(10);
+  }
+  await last;
+  const gaps = starts.slice(1).map((at, i) => at - starts[i]);
+  return { count: starts.length, most, smallestGap: Math.min(...gaps),
+           lastAfterLastKick: starts[starts.length - 1] >= lastKick };
+}"""
+
 
 def test_the_graph_layout_and_the_event_parser_in_the_browser(
     page: Page, system: System,
@@ -431,3 +456,8 @@ def test_the_graph_layout_and_the_event_parser_in_the_browser(
         [], [], [{"event": "run.started", "id": "1-0", "data": '{"a":1}'}],
         [{"event": "message", "id": None, "data": "x\ny"}],
     ]
+    spaced = page.evaluate(COALESCED)
+    # Re-read after each event, the 40 gave 15 reads (one every 30 ms); spaced, 3 or 4.
+    assert 2 <= spaced["count"] <= 6, spaced
+    assert spaced["smallestGap"] >= 145 and spaced["most"] == 1, spaced
+    assert spaced["lastAfterLastKick"], spaced

@@ -6,8 +6,16 @@ import { readEvents } from "./sse.js";
 export const POLL_MS = 1000;
 const STREAM_RETRY_MS = 15000; // while polling, try the stream again this often
 
-/** refresh() at most once at a time; calls while it runs make one more run after it. */
-export function coalesced(refresh) {
+// A re-read starts at least this long after the one before: a busy run sends events
+// without pause, and the page re-read the run after each, back to back (a 61-task run
+// of 2.5 s: 21-25 reads, 7-10 spaced). A wide run's page draws slower than that anyway.
+export const MIN_GAP_MS = 200;
+
+/**
+ * refresh() at most once at a time; calls while it runs make one more run after it,
+ * spaced as above (the last call is always followed by a run that starts after it).
+ */
+export function coalesced(refresh, { minGapMs = MIN_GAP_MS } = {}) {
   let running = null;
   let again = false;
   const kick = async () => {
@@ -18,11 +26,14 @@ export function coalesced(refresh) {
     running = (async () => {
       do {
         again = false;
+        const began = performance.now();
         try {
           await refresh();
         } catch {
           // the page shows its own errors; the next event or poll tries again
         }
+        const wait = began + minGapMs - performance.now();
+        if (again && wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
       } while (again);
     })();
     await running;
