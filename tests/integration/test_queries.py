@@ -26,7 +26,7 @@ NOT_STATEMENTS = {"NOTIFY_CHANNEL", "COMMIT", "PIN_ORDER", "UNPIN_ORDER", "PIN_P
 COPIES = {"COPY_TASKS", "COPY_TASK_EDGES"}
 # A statement with a ``{where}`` of its clauses: prepared with all of them.
 CLAUSES = {"LIST_JOBS": "LIST_JOBS_WHERE", "LIST_RUNS": "LIST_RUNS_WHERE",
-           "LIST_JOB_RUNS": "LIST_JOB_RUNS_WHERE"}
+           "LIST_JOB_RUNS": "LIST_JOB_RUNS_WHERE", "READ_JOURNAL": "READ_JOURNAL_WHERE"}
 
 
 def statements() -> Iterator[tuple[str, str]]:
