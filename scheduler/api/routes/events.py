@@ -10,9 +10,9 @@ session that authenticated the request is closed before the first event). The SS
 ``id`` of an event is its stream entry id: a client that reconnects with
 ``Last-Event-ID`` gets every event after it that the stream still holds. The events
 of one read of the stream go to the client in one write (a keep-alive comment when
-nothing was sent for 15 s): sent one by one, through FastAPI's generator of events,
-each cost ~0.23 ms of the API's event loop, and one browser on a busy run's page took
-a fifth of a core. The route is exempt from the API's admission limit
+nothing was sent for 15-20 s): sent one by one, through FastAPI's generator of events,
+each cost ~0.12 ms of the API's event loop, and three clients of a busy run took half
+a core (``bench/live_stream.py``). The route is exempt from the API's admission limit
 (``scheduler.api.admission``).
 
 A stream of one run (``run_id``, issue 17) first replays the run's events so far, from
