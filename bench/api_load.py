@@ -37,13 +37,12 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-import httpx
 import psutil
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.harness import percentile, servers, wait_for  # noqa: E402
+from bench.harness import api_healthy, percentile, servers, wait_for  # noqa: E402
 from bench.processes import Processes  # noqa: E402
 
 TOKEN = "bench-admin-token"
@@ -55,6 +54,21 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def start_api(procs: Processes, database_url: str, redis_url: str, workers: int = 1) -> str:
+    """``stellwerk api`` on a free port with the benchmark's admin token; its base URL,
+    once it answers."""
+    port = free_port()
+    env = {**os.environ, "STELLWERK_DATABASE_URL": database_url,
+           "STELLWERK_REDIS_URL": redis_url, "STELLWERK_ADMIN_TOKEN": TOKEN}
+    # ``--workers`` only when asked: an API from before it (issue 18's start) runs too.
+    workers_args = ["--workers", str(workers)] if workers != 1 else []
+    procs.start("api", [sys.executable, "-m", "scheduler.cli.main", "api", "--port",
+                        str(port), *workers_args], env)
+    base = f"http://127.0.0.1:{port}/api/v1"
+    wait_for(lambda: api_healthy(base), 60, "the API did not come up", poll_s=0.2)
+    return base
 
 
 class Recorder:
@@ -173,16 +187,8 @@ def main() -> None:
                              "conditional reads of an unchanged run (304s); runs: lists "
                              "of the newest 20 runs")
     args = parser.parse_args()
-    port = free_port()
     with servers() as (database_url, redis_url), Processes() as procs:
-        env = {**os.environ, "STELLWERK_DATABASE_URL": database_url,
-               "STELLWERK_REDIS_URL": redis_url, "STELLWERK_ADMIN_TOKEN": TOKEN}
-        # ``--workers`` only when asked: an API from before it (issue 18's start) runs too.
-        workers = ["--workers", str(args.workers)] if args.workers != 1 else []
-        procs.start("api", [sys.executable, "-m", "scheduler.cli.main", "api", "--port",
-                            str(port), *workers], env)
-        base = f"http://127.0.0.1:{port}/api/v1"
-        wait_for(lambda: _healthy(base), 60, "the API did not come up", poll_s=0.2)
+        base = start_api(procs, database_url, redis_url, args.workers)
         ids = asyncio.run(prepare(base, args.mix, args.clients))
         api_cpu_before, own_before = procs.cpu_seconds()["api"], _own_cpu_s()
         recorder = asyncio.run(load(base, args.clients, args.seconds, args.mix, ids))
@@ -204,13 +210,6 @@ def main() -> None:
 def _own_cpu_s() -> float:
     times = psutil.Process().cpu_times()
     return float(times.user + times.system)
-
-
-def _healthy(base: str) -> bool:
-    try:
-        return httpx.get(f"{base}/healthz", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 if __name__ == "__main__":

@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 import psutil
 
+from bench.harness import api_healthy
 from common.embedded import launch_postgres, launch_redis, stop_postgres, stop_redis
 
 RESTART_DELAY_S = 1.0  # compose restarts a dead container about this fast
@@ -303,7 +303,7 @@ class Supervisor:
         healthy_at: float | None = None
         while time.monotonic() < deadline:
             self._fail_if_any_exited()
-            if healthy_at is None and _healthy(api_base):
+            if healthy_at is None and api_healthy(api_base, timeout_s=2):
                 healthy_at = time.monotonic()
             if healthy_at is not None and time.monotonic() - healthy_at >= settle_s:
                 return
@@ -342,13 +342,6 @@ def _signal_groups(pids: list[int], sig: signal.Signals) -> None:
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, sig)
-
-
-def _healthy(api_base: str) -> bool:
-    try:
-        return httpx.get(f"{api_base}/healthz", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def kill_marked_processes(marker: str) -> int:

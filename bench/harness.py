@@ -1,4 +1,5 @@
-"""What the benchmarks share: servers in a scratch database, waiting, percentiles."""
+"""What the benchmarks share: servers in a scratch database, waiting, percentiles, the
+API's health check."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from tempfile import mkdtemp
 
+import httpx
 import psycopg
 
 from common.persistence.migrate import upgrade
@@ -54,3 +56,11 @@ def percentile(values: list[float], q: float) -> float:
     """The ``q`` quantile (0..1) of ``values``, nearest rank."""
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def api_healthy(base: str, timeout_s: float = 1.0) -> bool:
+    """Whether the API at ``base`` (``.../api/v1``) answers its health check with 200."""
+    try:
+        return httpx.get(f"{base}/healthz", timeout=timeout_s).status_code == 200
+    except httpx.HTTPError:
+        return False

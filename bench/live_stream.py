@@ -34,7 +34,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.api_load import TOKEN, free_port  # noqa: E402
+from bench.api_load import TOKEN, start_api  # noqa: E402
 from bench.harness import percentile, servers, wait_for  # noqa: E402
 from bench.processes import Processes, start_stellwerk  # noqa: E402
 
@@ -74,23 +74,11 @@ def fan_out(tasks: int, limit: int) -> dict[str, Any]:
 
 def start_system(procs: Processes, database_url: str, redis_url: str) -> str:
     """Engine, beat, worker, notify runner and API; the API's base URL."""
-    env = {**os.environ, "STELLWERK_DATABASE_URL": database_url,
-           "STELLWERK_REDIS_URL": redis_url, "STELLWERK_ADMIN_TOKEN": TOKEN}
     start_stellwerk(procs, database_url, redis_url)
-    cli = [sys.executable, "-m", "scheduler.cli.main"]
-    procs.start("notify", [*cli, "notify"], env)
-    port = free_port()
-    procs.start("api", [*cli, "api", "--port", str(port)], env)
-    base = f"http://127.0.0.1:{port}/api/v1"
-    wait_for(lambda: _answers(base), 60, "the API did not come up", poll_s=0.2)
-    return base
-
-
-def _answers(base: str) -> bool:
-    try:
-        return httpx.get(f"{base}/healthz", timeout=1).status_code == 200
-    except httpx.HTTPError:
-        return False
+    env = {**os.environ, "STELLWERK_DATABASE_URL": database_url,
+           "STELLWERK_REDIS_URL": redis_url}
+    procs.start("notify", [sys.executable, "-m", "scheduler.cli.main", "notify"], env)
+    return start_api(procs, database_url, redis_url)
 
 
 def main() -> None:

@@ -2,7 +2,7 @@
 // journal and log (followed live while it runs).
 
 import { taskActions } from "./actions.js";
-import { call } from "./api.js";
+import { call, query } from "./api.js";
 import { fill, h } from "./dom.js";
 import { pretty, when } from "./format.js";
 import * as notice from "./notice.js";
@@ -67,8 +67,7 @@ async function taskJournal(runId, name) {
   const entries = [];
   let cursor = null;
   do {
-    const query = new URLSearchParams(cursor ? { task: name, cursor } : { task: name });
-    const page = await call(`/runs/${runId}/journal?${query}`);
+    const page = await call(`/runs/${runId}/journal${query({ task: name, cursor })}`);
     entries.push(...page.entries);
     cursor = page.next_cursor;
   } while (cursor);
