@@ -139,6 +139,12 @@ class TaskEdge(Base):
     """``from_task`` names ``to_task`` in its ``next``."""
 
     __tablename__ = "task_edges"
+    # The engine reads a job's edges by job; a task's deletion finds those pointing to
+    # it by ``to_task`` (migration 0017).
+    __table_args__ = (
+        Index("ix_task_edges_job_id", "job_id"),
+        Index("ix_task_edges_to_task", "to_task"),
+    )
 
     job_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
     from_task: Mapped[uuid.UUID] = mapped_column(

@@ -8,6 +8,8 @@ ended (issue 17): SCHEDULED (its next fire) or, disabled, DISABLED.
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from uuid import UUID
@@ -95,8 +97,28 @@ def job_detail(job_id: UUID, row: dict[str, Any] | None) -> JobDetail:
     """A :data:`READ_JOB` row as a detached detail."""
     if row is None:
         raise NotFound("job", job_id)
-    storage, tasks = row.pop("storage"), row.pop("tasks")
-    return JobDetail(job_summary(row), [_task_view(task) for task in tasks or ()], storage or {})
+    storage, tasks, edges = row.pop("storage"), row.pop("tasks") or [], row.pop("edges")
+    successors = _successors(tasks, edges or ())
+    return JobDetail(job_summary(row), [_task_view(task, successors[task["id"]])
+                                        for task in tasks], storage or {})
+
+
+def _successors(
+    tasks: list[dict[str, Any]], edges: Iterable[tuple[str, str]]
+) -> dict[str, list[str]]:
+    """Each task's successors' names, in position order, by the task's id (JSON text).
+
+    ``tasks`` are in position order, so appending each task's predecessors' entries in
+    that order keeps every list in it.
+    """
+    into: dict[str, list[str]] = {task["id"]: [] for task in tasks}
+    predecessors: dict[str, list[str]] = defaultdict(list)
+    for from_task, to_task in edges:
+        predecessors[to_task].append(from_task)
+    for task in tasks:
+        for from_task in predecessors.get(task["id"], ()):
+            into[from_task].append(task["name"])
+    return into
 
 
 def job_summary(row: dict[str, Any]) -> JobSummary:
@@ -112,11 +134,10 @@ def job_summary(row: dict[str, Any]) -> JobSummary:
     return JobSummary(job, job_state(job, latest["state"]), first_id, latest["id"], run)
 
 
-def _task_view(row: dict[str, Any]) -> TaskView:
+def _task_view(row: dict[str, Any], successors: list[str]) -> TaskView:
     """A task of :data:`READ_JOB` as a detached task (its ids were JSON text)."""
-    successors = row.pop("successors")
     task = detached(Task, {**row, "id": UUID(row["id"]), "job_id": UUID(row["job_id"])})
-    return TaskView(task, list(successors))
+    return TaskView(task, successors)
 
 
 async def list_jobs(
