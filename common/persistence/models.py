@@ -253,6 +253,8 @@ class TaskRun(Base):
 
     __table_args__ = (
         UniqueConstraint("run_id", "name"),
+        # A task's deletion finds its task runs (the foreign key's cascade; migration 0018).
+        Index("ix_task_runs_task_id", "task_id"),
         Index("ix_task_runs_retry_at", "retry_at", postgresql_where=text("retry_at IS NOT NULL")),
         Index(
             "ix_task_runs_lease", "lease_expires_at",

@@ -57,6 +57,29 @@ def test_index_check_sees_a_dropped_predicate(connection: Connection) -> None:
     assert [name for name, _, _ in index_drift(connection)] == [partial.name]
 
 
+# Foreign keys whose referencing rows PostgreSQL may scan for: ``flow_waiters`` is a
+# queue, empty but for held attempts, and an index would be paid by each of its rows.
+UNINDEXED_REFERENCES = {("flow_waiters", "fk_flow_waiters_run_id_runs")}
+
+# A foreign key whose columns lead no index of its table.
+UNINDEXED_FOREIGN_KEYS = """
+SELECT c.conrelid::regclass::text, c.conname FROM pg_constraint AS c
+WHERE c.contype = 'f' AND c.connamespace = 'public'::regnamespace AND NOT EXISTS (
+  SELECT 1 FROM pg_index AS i WHERE i.indrelid = c.conrelid
+    AND (i.indkey::int2[])[0:cardinality(c.conkey) - 1] = c.conkey)
+"""
+
+
+def test_every_foreign_key_leads_an_index(connection: Connection) -> None:
+    """Deleting a row has PostgreSQL find the rows referencing it (to cascade, or to
+    refuse): without an index on their columns, a scan of the whole referencing table
+    for each row deleted. ``task_runs.task_id`` had none: deleting a job of 102 tasks
+    beside 250,000 task runs took 1.8 s (4 ms with it)."""
+    unindexed = set(connection.execute(text(UNINDEXED_FOREIGN_KEYS)).tuples())
+
+    assert unindexed == UNINDEXED_REFERENCES
+
+
 def test_downgrade_to_base_and_upgrade_again(empty_database_url: str) -> None:
     upgrade(empty_database_url)
     command.downgrade(alembic_config(empty_database_url), "base")
