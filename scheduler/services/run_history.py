@@ -53,6 +53,14 @@ def run_history(session: Session, run_id: UUID) -> RunHistory:
     return RunHistory(events, RunState(state) in RUN_TERMINAL)
 
 
+def run_ended(session: Session, run_id: UUID) -> bool:
+    """Whether the run has ended (no event of it will come), or :class:`NotFound`."""
+    state = session.scalar(select(Run.state).where(Run.id == run_id))
+    if state is None:
+        raise NotFound("run", run_id)
+    return RunState(state) in RUN_TERMINAL
+
+
 def _events(
     entry: JournalEntry, run_id: UUID, job: list[Any], task_ids: dict[str, UUID],
 ) -> list[Event]:

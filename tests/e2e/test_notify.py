@@ -173,6 +173,29 @@ def test_a_run_s_stream_replays_what_happened_before_and_ends_with_its_final_eve
     assert [name for name, _ in mid_run] == [name for name, _ in ended]
 
 
+def test_a_run_s_stream_without_history_sends_only_what_comes_after_it_opened(
+    system: System, api: httpx.Client,
+) -> None:
+    """``history=false``, the web UI's run page: opened once ``b`` has started (its
+    ``task.active`` seen on a stream of the job, so every event before it was in the
+    live stream already), it sends nothing of before, the rest live, and closes after
+    ``run.done``; opened on a run that has ended, it closes at once, empty."""
+    job = draft_job(api, tasks=[{"name": "a", "type": "noop", "next": ["b"]},
+                                {"name": "b", "type": "sleep", "params": {"seconds": 1.5}}])
+    with _stream(system, job_id=job["id"]) as watching:
+        run_id = commit(api, job["id"])
+        next(message for message in _messages(watching, timeout_s=30)
+             if message[1] == "task.active" and message[2]["task"] == "b")
+        with _stream(system, run_id=run_id, history="false") as response:
+            later = _read_to_the_end(response)
+    with _stream(system, run_id=run_id, history="false") as response:
+        ended = _read_to_the_end(response)
+
+    assert [(name, data["task"]) for name, data in later] == [
+        ("task.completed", "b"), ("run.completed", None), ("run.done", None)]
+    assert ended == []
+
+
 def wait_until_task(api: httpx.Client, run_id: str, task: str, state: str) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:

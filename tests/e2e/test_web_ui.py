@@ -154,9 +154,12 @@ def test_a_person_runs_a_canary_job_from_the_browser(
     page.evaluate(RECORD_CHANGES)
     page.evaluate("window.__sameDocument = true")
     page.get_by_label("job spec, JSON or YAML").fill(as_yaml(canary_spec(name)))
-    page.get_by_role("button", name="Submit").click()
-    page.wait_for_url("**/#/runs/*")
+    with page.expect_request(lambda request: "/events?" in request.url) as streamed:
+        page.get_by_role("button", name="Submit").click()
+        page.wait_for_url("**/#/runs/*")
     run_id = page.url.rsplit("/", 1)[1]
+    # The page reads the run, then wants to know when to read it again: no replay.
+    assert f"run_id={run_id}&history=false" in streamed.value.url
     expect(node(page, "join")).to_be_visible()
     expect(page.locator(".mode")).to_have_attribute("data-mode", "live")
 

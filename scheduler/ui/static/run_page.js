@@ -58,7 +58,10 @@ function follow(page) {
   }
   if (page.following || !page.signal) return;
   page.following = true;
-  watch(`/events?run_id=${encodeURIComponent(page.runId)}`, page.refresh, {
+  // Only what happens from now on: each event is a cue to read the run again (and the
+  // stream's opening one more), so a replay of the run so far would be read for nothing
+  // (some 40,000 events for a 10,000-task run).
+  watch(`/events?run_id=${encodeURIComponent(page.runId)}&history=false`, page.refresh, {
     signal: page.signal,
     done: () => {
       const over = RUN_TERMINAL.has(page.run.state);
