@@ -173,17 +173,19 @@ class Client:
 
     @contextmanager
     def events(self, *, run_id: str | None = None, job_id: str | None = None,
+               history: bool = True,
                timeout_s: float | None = None) -> Iterator[Iterator[dict[str, Any]]]:
         """``GET /events`` (Server-Sent Events): each state change, decoded, as it happens.
 
         The stream is open once the ``with`` is entered, so what happens after that is
         not missed; iterate what it gives for the events. One run's stream (``run_id``)
-        replays the run's events so far and ends after its last; the others end when
-        closed. ``timeout_s`` bounds each read (None: none); the API sends a keep-alive
-        every 15 s.
+        replays the run's events so far (unless ``history`` is False) and ends after its
+        last; the others end when closed. ``timeout_s`` bounds each read (None: none);
+        the API sends a keep-alive every 15 s.
         """
-        query = [(name, value) for name, value in (("run_id", run_id), ("job_id", job_id))
-                 if value]
+        query = [(name, value) for name, value in (
+            ("run_id", run_id), ("job_id", job_id), ("history", "" if history else "false"))
+            if value]
         path = _with_query("/events", query)
         with self._stream("event", path, "text/event-stream", timeout_s) as response:
             yield _events(response.iter_lines())

@@ -207,6 +207,14 @@ def test_events_are_decoded_and_keep_alives_skipped() -> None:
     assert sent[0].headers["Accept"] == "text/event-stream"
 
 
+def test_a_run_s_events_without_its_history_ask_for_none() -> None:
+    sent: list[httpx.Request] = []
+    with client(streaming(*SSE), sent).events(run_id="r1", history=False) as stream:
+        list(stream)
+
+    assert sent[0].url.raw_path == b"/api/v1/events?run_id=r1&history=false"
+
+
 def test_a_stream_that_breaks_off_raises_stream_broken() -> None:
     broken = streaming(SSE[1], then=httpx.ReadError("connection reset"))
 
