@@ -28,7 +28,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import sys
 import time
 import uuid
@@ -42,18 +41,12 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.harness import api_healthy, percentile, servers, wait_for  # noqa: E402
+from bench.harness import api_healthy, free_port, percentile, servers, wait_for  # noqa: E402
 from bench.processes import Processes  # noqa: E402
 
 TOKEN = "bench-admin-token"
 JOB = {"name": "load", "draft": True, "tasks": [{"name": "a", "type": "noop", "next": ["b"]},
                                                  {"name": "b", "type": "noop"}]}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def start_api(procs: Processes, database_url: str, redis_url: str, workers: int = 1) -> str:

@@ -65,11 +65,11 @@ from bench.chaos_system import (
     ProcessWatch,
     Servers,
     Supervisor,
-    free_port,
     kill_marked_processes,
     require_free_port,
     wait_until,
 )
+from bench.harness import free_port
 
 ADMIN_TOKEN = "chaos-admin-token"
 SECRET_KEY = "chaos-secret-key"

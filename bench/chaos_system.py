@@ -37,13 +37,6 @@ class ChaosError(Exception):
     """Bad input or a system that does not start: one line for the user, then cleanup."""
 
 
-def free_port() -> int:
-    """A TCP port on the loopback interface that the kernel considers free now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def require_free_port(port: int, what: str) -> None:
     """Raise :class:`ChaosError` when ``port`` cannot be bound on 127.0.0.1."""
     with socket.socket() as sock:

@@ -4,6 +4,7 @@ API's health check."""
 from __future__ import annotations
 
 import os
+import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -50,6 +51,13 @@ def servers() -> Iterator[tuple[str, str]]:
         finally:
             with psycopg.connect(db, autocommit=True) as conn:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def free_port() -> int:
+    """A TCP port on the loopback interface that the kernel considers free now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def percentile(values: list[float], q: float) -> float:
