@@ -40,3 +40,11 @@ def generic_plan(conn: psycopg.Connection[Any], sql: str, args: str) -> list[str
     plan = [row[0] for row in conn.execute(f"EXPLAIN EXECUTE probed{given}")]
     conn.execute("DEALLOCATE probed")  # after a failure, the connection's end drops it
     return plan
+
+
+def most_loops(plan: list[str], table: str) -> int:
+    """The most times a scan of ``table`` ran (``loops=N`` of its lines in an ``EXPLAIN
+    ANALYZE``)."""
+    loops = [int(found.group(1)) for line in plan if re.search(rf" on {table}\b", line)
+             if (found := re.search(r"loops=(\d+)", line))]
+    return max(loops)

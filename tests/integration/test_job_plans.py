@@ -11,7 +11,6 @@ pointing to it (its foreign key's cascade) with a scan of them all.
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -22,7 +21,7 @@ from psycopg.rows import dict_row
 
 from common.persistence.queries import LOAD_EDGES, READ_JOB
 from scheduler.services.job_queries import job_detail
-from tests.sql_plans import generic_plan
+from tests.sql_plans import generic_plan, most_loops
 
 WIDE = 2_000
 
@@ -54,13 +53,6 @@ def fan_out(database_url: str) -> Iterator[tuple[psycopg.Connection[Any], uuid.U
             {"job": job_id})
         yield conn, job_id
         conn.rollback()
-
-
-def most_loops(plan: list[str], table: str) -> int:
-    """The most times a scan of ``table`` ran (``loops=N`` of its lines)."""
-    loops = [int(found.group(1)) for line in plan if re.search(rf" on {table}\b", line)
-             if (found := re.search(r"loops=(\d+)", line))]
-    return max(loops)
 
 
 def test_a_wide_job_is_read_with_one_scan_of_its_tasks_and_one_of_its_edges(

@@ -21,6 +21,7 @@ import psycopg
 import pytest
 
 from common.persistence.queries import LIST_JOBS, LIST_RUNS, READ_JOURNAL
+from tests.sql_plans import most_loops
 
 ROWS = 20_000
 PAGE = 21
@@ -52,13 +53,6 @@ def plan_of(conn: psycopg.Connection[Any], statement: str) -> list[str]:
     query = statement.format(where="true")
     rows = conn.execute(f"EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) {query}", {"limit": PAGE})
     return [row[0] for row in rows]
-
-
-def most_loops(plan: list[str], table: str) -> int:
-    """The most times a scan of ``table`` ran (``loops=N`` of its lines)."""
-    loops = [int(found.group(1)) for line in plan if f" on {table}" in line
-             if (found := re.search(r"loops=(\d+)", line))]
-    return max(loops)
 
 
 def test_a_page_of_jobs_looks_up_the_latest_runs_of_its_jobs_only(
