@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import orjson
 from psycopg.types.json import Jsonb
 from sqlalchemy.orm import Session
 
-from common.messaging.messages import Event
+from common.messaging.messages import Event, EventFields
 from common.persistence.db import driver
 from common.persistence.queries import (
     NOTIFY_EVENTS_RECORDED_HERE,
@@ -32,6 +33,15 @@ def events_json(events: Sequence[Event]) -> Jsonb:
     """
     return Jsonb("[" + ",".join(event.model_dump_json() for event in events) + "]",
                  dumps=_as_is)
+
+
+def fields_json(events: Sequence[EventFields]) -> Jsonb:
+    """:func:`events_json` for events as fields (``event_fields``): the engine's.
+
+    orjson writes them as pydantic writes the model (``Z`` for UTC), at a third of the
+    cost of the model's dump and none of its validation.
+    """
+    return Jsonb(orjson.dumps(events, option=orjson.OPT_UTC_Z).decode(), dumps=_as_is)
 
 
 def _as_is(text: str) -> str:

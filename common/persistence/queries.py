@@ -403,9 +403,12 @@ UPSERT_STORAGE = (
     "ON CONFLICT (job_id) DO UPDATE SET data = excluded.data, updated_at = excluded.updated_at"
 )
 
-RECORD_SUCCESS = (
+# A batch's successes, one row per job (in job order, as two engines' batches lock them).
+RECORD_SUCCESSES = (
     "INSERT INTO job_storage (last_success_start, last_success_finish, job_id, data, updated_at) "
-    "VALUES (%s, %s, %s, '{}', now()) ON CONFLICT (job_id) DO UPDATE SET "
+    "SELECT s.start, s.finish, s.job_id, '{}', now() FROM unnest(%b::timestamptz[], "
+    "%b::timestamptz[], %b::uuid[]) AS s(start, finish, job_id) ORDER BY s.job_id "
+    "ON CONFLICT (job_id) DO UPDATE SET "
     "last_success_start = excluded.last_success_start, "
     "last_success_finish = excluded.last_success_finish"
 )

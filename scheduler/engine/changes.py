@@ -8,7 +8,7 @@ writes them in a handful of statements inside the batch's transaction. Callers g
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -26,7 +26,7 @@ from common.domain.timers import (
     renewed_lease,
     run_timers,
 )
-from common.messaging.messages import Event, TaskResult
+from common.messaging.messages import EventFields, TaskResult, event_fields
 from common.messaging.publisher import Outgoing
 from scheduler.engine.dispatch import dispatch_message
 from scheduler.engine.loading import RunRecord
@@ -63,7 +63,7 @@ class Rows:
     logs: list[LogRow]
     storage: dict[uuid.UUID, dict[str, Any]]
     successes: dict[uuid.UUID, tuple[datetime, datetime]]
-    events: list[Event]
+    events: list[EventFields]
     flow: Slots
 
 
@@ -78,7 +78,7 @@ class ChangeSet:
     journal: list[JournalRow] = field(default_factory=list)
     logs: list[LogRow] = field(default_factory=list)
     storage: dict[uuid.UUID, dict[str, Any]] = field(default_factory=dict)
-    events: dict[uuid.UUID, list[Event]] = field(default_factory=lambda: defaultdict(list))
+    events: dict[uuid.UUID, list[EventFields]] = field(default_factory=lambda: defaultdict(list))
     dispatches: list[tuple[RunRecord, Dispatch]] = field(default_factory=list)
     stops: list[str] = field(default_factory=list)
     successes: dict[uuid.UUID, tuple[datetime, datetime]] = field(default_factory=dict)
@@ -161,7 +161,7 @@ class ChangeSet:
         return Rows(self.now, self.task_runs, self.runs, self.journal, self.logs,
                     self.storage, self.successes, events, self.flow)
 
-    @property
+    @functools.cached_property
     def _clock(self) -> Clock:
         return Clock(self.now, self.lease_ttl)
 
@@ -175,15 +175,8 @@ class ChangeSet:
             run.detached.discard(change.task)  # a new attempt starts attached
         if change.old in IN_FLIGHT and (change.new not in IN_FLIGHT or change.new == T.READY):
             self.ended.append((run, change.task))
-        update = _entered(change, result, self.now)
-        is_detached = change.new == T.ACTIVE and change.task in run.detached
-        if is_detached:
-            update = dataclasses.replace(update, detached=True)
-        started = None if isinstance(update.started_at, Keep) else update.started_at
-        self._update(task_id, update.timed(attempt_timers(
-            change.new, self._clock, timeout=_timeout(run, change.task), started=started,
-            detached=is_detached,
-        )))
+        self._update(task_id, _entered(change, result, self._clock, _timeout(run, change.task),
+                                       detached=change.task in run.detached))
         self.journal.append(JournalRow(
             run.id, change.task, change.attempt, self.now, change.old.value, change.new.value,
             change.reason, self.actor,
@@ -194,18 +187,16 @@ class ChangeSet:
         ))
 
     def _run_change(self, run: RunRecord, change: RunChange) -> None:
-        update = RunUpdate(state=change.new.value)
-        if change.new == R.ACTIVE and run.started_at is None:
-            run.started_at = self.now
-            update = RunUpdate(state=change.new.value, started_at=self.now)
-        if change.new in RUN_TERMINAL or change.old in RUN_TERMINAL:
-            finished = self.now if change.new in RUN_TERMINAL else None
-            update = dataclasses.replace(update, finished_at=finished)
-        if change.new == R.COMPLETED and run.started_at is not None:
-            self.successes[run.job.id] = (run.started_at, self.now)
         job = run.job
-        update = update.timed(run_timers(
+        columns: dict[str, Any] = dict(run_timers(
             change, self.now, RunTiming(job.timeout, job.suspend_at, job.suspend_after)))
+        if change.new == R.ACTIVE and run.started_at is None:
+            run.started_at = columns["started_at"] = self.now
+        if change.new in RUN_TERMINAL or change.old in RUN_TERMINAL:
+            columns["finished_at"] = self.now if change.new in RUN_TERMINAL else None
+        if change.new == R.COMPLETED and run.started_at is not None:
+            self.successes[job.id] = (run.started_at, self.now)
+        update = RunUpdate(state=change.new.value, **columns)
         earlier = self.runs.get(run.id)
         self.runs[run.id] = update if earlier is None else earlier.then(update)
         self.journal.append(JournalRow(
@@ -220,10 +211,10 @@ class ChangeSet:
     def _event(
         self, run: RunRecord, name: str, old: TaskState | RunState, new: TaskState | RunState,
         reason: str, **task: Any,
-    ) -> Event:
+    ) -> EventFields:
         job = run.job
-        return Event(
-            event=name, at=self.now, job_id=job.id, job_name=job.name, job_type=job.type,
+        return event_fields(
+            name, self.now, job_id=job.id, job_name=job.name, job_type=job.type,
             application=job.application, tenant=job.tenant, run_id=run.id,
             previous=old.value, state=new.value, reason=reason, traceparent=run.traceparent,
             **task,
@@ -244,9 +235,12 @@ class ChangeSet:
         return messages
 
 
-def _entered(change: TaskChange, result: TaskResult | None, now: datetime) -> TaskRunUpdate:
-    """The row an attempt's entry into ``change.new`` writes (its timers apart)."""
-    new = change.new
+def _entered(
+    change: TaskChange, result: TaskResult | None, clock: Clock, timeout: timedelta, *,
+    detached: bool,
+) -> TaskRunUpdate:
+    """The row an attempt's entry into ``change.new`` writes, with its timers."""
+    new, now = change.new, clock.now
     started = None
     if new == T.ACTIVE:
         at = result.started_at if result and result.started_at else now
@@ -258,8 +252,11 @@ def _entered(change: TaskChange, result: TaskResult | None, now: datetime) -> Ta
         # the result a little later, and that delay belongs to the successor's wait.
         finished_at = result.at if reported and result is not None else now
     outcome = (result.output, result.message) if reported and result is not None else None
-    return entered(new, change.attempt, change.base, started=started,
-                   finished_at=finished_at, outcome=outcome)
+    detached = detached and new == T.ACTIVE
+    timers = attempt_timers(new, clock, timeout=timeout,
+                            started=started[0] if started else None, detached=detached)
+    return entered(new, change.attempt, change.base, started=started, finished_at=finished_at,
+                   outcome=outcome, timers=timers, detached=detached)
 
 
 def _timeout(run: RunRecord, task: str) -> timedelta:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from common.domain.snapshot import Dispatch
 from common.domain.worker_types import dispatched_as
-from common.messaging.messages import EXECUTE_TASK, TaskDispatch, task_queue
+from common.messaging.messages import EXECUTE_TASK, dispatch_body, task_queue
 from common.messaging.publisher import Outgoing
 
 if TYPE_CHECKING:
@@ -25,15 +25,13 @@ def dispatch_message(run: RunRecord, effect: Dispatch, storage: dict[str, Any]) 
     params, sealed = task.params, task.sealed_secure_params
     if task.binding is not None:
         params, sealed = task.binding["params"], task.binding["sealed_secure_params"]
-    message = TaskDispatch(
-        task_run_id=run.task_run_ids[effect.task], run_id=run.id, job_id=job.id,
+    task_run_id = run.task_run_ids[effect.task]
+    body = dispatch_body(
+        task_run_id=task_run_id, run_id=run.id, job_id=job.id,
         job_name=job.name, tenant=job.tenant, task=task.name, type=kind,
         attempt=effect.attempt, params=params, sealed_secure_params=sealed,
         job_params=job.params, sealed_job_secure_params=job.sealed_secure_params, storage=storage,
         timeout_s=task.timeout_s, last_success_start=run.last_success_start,
         last_success_finish=run.last_success_finish, traceparent=run.traceparent,
     )
-    return Outgoing(
-        task_queue(kind), EXECUTE_TASK, message.model_dump(mode="json"),
-        message.idempotency_key,
-    )
+    return Outgoing(task_queue(kind), EXECUTE_TASK, body, f"{task_run_id}:{effect.attempt}")

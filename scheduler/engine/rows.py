@@ -138,28 +138,32 @@ class RunUpdate(_Update):
 def entered(
     state: TaskState, attempt: int, base: int, *, started: tuple[datetime, str | None] | None,
     finished_at: datetime | None | Keep, outcome: tuple[dict[str, Any] | None, str] | None,
+    timers: AttemptTimers | None = None, detached: bool = False,
 ) -> TaskRunUpdate:
     """An attempt enters ``state``: what the state says of its start, end and outcome.
 
-    ``started`` is (time, worker) of an attempt that became ACTIVE; ``outcome`` (output,
-    message) is what a worker reported on finishing. READY and WAITING begin an attempt
-    afresh and clear what the one before left.
+    ``started`` is (time, worker) of an attempt that became ACTIVE (``detached`` if it
+    is completed elsewhere); ``outcome`` (output, message) is what a worker reported on
+    finishing; ``timers`` are those the pure core decided for the state. READY and
+    WAITING begin an attempt afresh and clear what the one before left. The row is built
+    once, timers with it: the engine writes one or more a state change.
     """
+    timers = timers or AttemptTimers()
     if state in (TaskState.READY, TaskState.WAITING):
         return TaskRunUpdate(
             state=state.value, attempt=attempt, base=base, started_at=None, finished_at=None,
             worker=None, output=None, message="", retry_at=None, detached=False,
-            waiting_for=None,
+            waiting_for=None, **timers,
         )
     if started is not None:
         return TaskRunUpdate(state=state.value, attempt=attempt, base=base,
-                             started_at=started[0],
-                             worker=started[1], finished_at=None)
+                             started_at=started[0], worker=started[1], finished_at=None,
+                             detached=True if detached else KEEP, **timers)
     if outcome is None:
         return TaskRunUpdate(state=state.value, attempt=attempt, base=base,
-                             finished_at=finished_at)
+                             finished_at=finished_at, **timers)
     return TaskRunUpdate(state=state.value, attempt=attempt, base=base, finished_at=finished_at,
-                         output=outcome[0], message=outcome[1])
+                         output=outcome[0], message=outcome[1], **timers)
 
 
 def lease_renewed(lease_expires_at: datetime) -> TaskRunUpdate:

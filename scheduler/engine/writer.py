@@ -21,7 +21,7 @@ from psycopg.types.json import Jsonb
 from common.messaging.publisher import Outgoing
 from common.persistence.arrays import literal, literals
 from common.persistence.json_text import json_text
-from common.persistence.notify_events import events_json
+from common.persistence.notify_events import fields_json
 from common.persistence.outbox import enqueue_on, forget, written_ids
 from common.persistence.queries import (
     CLAIM_MESSAGES,
@@ -29,7 +29,7 @@ from common.persistence.queries import (
     INSERT_JOURNAL,
     INSERT_LOG,
     RECORD_NOTIFY_EVENTS,
-    RECORD_SUCCESS,
+    RECORD_SUCCESSES,
     UPSERT_STORAGE,
 )
 from scheduler.engine.changes import Rows
@@ -72,10 +72,11 @@ def write(
             cur.execute(INSERT_LOG, literals(_columns_of(rows.logs)))
         for job_id, data in rows.storage.items():
             cur.execute(UPSERT_STORAGE, (job_id, Jsonb(data), rows.now))
-        for job_id, (start, finish) in rows.successes.items():
-            cur.execute(RECORD_SUCCESS, (start, finish, job_id))
+        if rows.successes:
+            cur.execute(RECORD_SUCCESSES, literals(_columns_of(
+                [(start, finish, job_id) for job_id, (start, finish) in rows.successes.items()])))
         if rows.events:
-            cur.execute(RECORD_NOTIFY_EVENTS, (events_json(rows.events),))
+            cur.execute(RECORD_NOTIFY_EVENTS, (fields_json(rows.events),))
         rows.flow.write(cur)
         if messages:  # the outbox's own statement (common.persistence.outbox), one for all
             enqueue_on(outbox, messages)
