@@ -11,13 +11,14 @@ connections, so the generator took a whole core of the two and measured itself (
 its stalls let the server close idle connections under it: the one ReadError seen).
 
     .venv/bin/python bench/api_load.py [--clients 200] [--seconds 30] [--workers 1]
-        [--mix mix|read|poll|runs]
+        [--mix mix|read|poll|runs|create]
 
 ``--workers`` is the API's (``stellwerk api --workers N``: N processes; 0 one per core).
 ``--mix read`` has every client read one job in a loop (what a read costs, without the
 creates and lists beside it); ``--mix poll`` has them poll one run each with its last
 ``ETag``, as a UI or a CI system waiting for a run does (every answer a 304); ``--mix
-runs`` has them list the newest 20 runs across jobs, as the UI's runs page does.
+runs`` has them list the newest 20 runs across jobs, as the UI's runs page does; ``--mix
+create`` has them only create draft jobs (what a create costs, alone).
 
 Servers: ``STELLWERK_BENCH_DATABASE_URL`` / ``STELLWERK_BENCH_REDIS_URL`` or embedded.
 """
@@ -101,6 +102,13 @@ async def client_loop(recorder: Recorder, until: float) -> None:
         await recorder.call("list", "GET", "/jobs", params={"limit": "20"})
 
 
+async def create_loop(recorder: Recorder, until: float) -> None:
+    """Create draft jobs until ``until`` (``--mix create``: what a create costs, alone)."""
+    while time.monotonic() < until:
+        await recorder.call("create", "POST", "/jobs",
+                            json={**JOB, "name": f"load-{uuid.uuid4().hex}"})
+
+
 async def read_loop(recorder: Recorder, job_id: str, until: float) -> None:
     """Read one job until ``until`` (``--mix read``: what a read costs, alone)."""
     while time.monotonic() < until:
@@ -141,7 +149,7 @@ def session_of(clients: int) -> aiohttp.ClientSession:
 async def prepare(base: str, mix: str, clients: int) -> list[str]:
     """For ``read``, ``poll`` and ``runs``: a job (a draft) or a run (of a one-off job)
     per client."""
-    if mix == "mix":
+    if mix in ("mix", "create"):
         return []
     async with session_of(clients) as api:
         recorder = Recorder(api, base)
@@ -164,6 +172,8 @@ async def load(base: str, clients: int, seconds: float, mix: str, ids: list[str]
             loops = [poll_loop(recorder, run_id, until) for run_id in ids]
         elif mix == "runs":
             loops = [runs_loop(recorder, until) for _ in ids]
+        elif mix == "create":
+            loops = [create_loop(recorder, until) for _ in range(clients)]
         else:
             loops = [client_loop(recorder, until) for _ in range(clients)]
         await asyncio.gather(*loops)
@@ -175,10 +185,11 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=200)
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--workers", type=int, default=1)
-    parser.add_argument("--mix", choices=["mix", "read", "poll", "runs"], default="mix",
+    parser.add_argument("--mix", choices=["mix", "read", "poll", "runs", "create"],
+                        default="mix",
                         help="mix: create, read, list; read: job reads only; poll: "
                              "conditional reads of an unchanged run (304s); runs: lists "
-                             "of the newest 20 runs")
+                             "of the newest 20 runs; create: creates only")
     args = parser.parse_args()
     with servers() as (database_url, redis_url), Processes() as procs:
         base = start_api(procs, database_url, redis_url, args.workers)
