@@ -80,10 +80,20 @@ class Executor:
         self._spill_after_s = spill_after.total_seconds()
 
     def handle(self, payload: object, worker: str) -> None:
-        """Run the attempt ``payload`` describes, at most once per idempotency key."""
+        """Run the attempt ``payload`` describes, at most once per idempotency key.
+
+        As for a bundle's attempts, one claimed longer ago than :data:`STALE_CLAIM_S`
+        (the worker stopped during or after its claim) is asked about before it begins.
+        """
         dispatch = self._parse(payload, worker)
-        if dispatch is not None and self._holdings.claim([dispatch], worker)[0]:
-            self._run(dispatch, worker, self._publisher)
+        if dispatch is None:
+            return
+        asked_at = time.monotonic()
+        if not self._holdings.claim([dispatch], worker)[0]:
+            return
+        if time.monotonic() - asked_at > STALE_CLAIM_S and not self._not_given_up([dispatch]):
+            return
+        self._run(dispatch, worker, self._publisher)
 
     def handle_bundle(self, payload: object, worker: str) -> None:
         """Run a bundle's attempts in order; after ``spill_after`` share what is left."""
@@ -94,10 +104,10 @@ class Executor:
             return
         parsed = (self._parse(payload, worker) for payload in bundle.dispatches)
         dispatches = [dispatch for dispatch in parsed if dispatch is not None]
+        claimed_at = time.monotonic()  # before the claim: a stop during it counts
         allowed = self._holdings.claim(dispatches, worker)
         mine = [dispatch for dispatch, won in zip(dispatches, allowed, strict=True) if won]
         items = BundleItems(bundle.queue, mine, self._holdings, worker)
-        claimed_at = time.monotonic()
         self._watchdog.schedule(claimed_at + self._spill_after_s, items, 0)
         size = 1
         while chunk := items.take(size):

@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from common.messaging.keys import cancel_key, claim_key
-from common.messaging.messages import EXECUTE_TASK, TaskBundle, task_queue
+from common.messaging.messages import EXECUTE_TASK, TaskBundle, TaskDispatch, task_queue
 from common.messaging.publisher import Publisher
 from common.messaging.wire import open_envelope
 from tests.integration.workers.conftest import MakeDispatch, ResultInbox
@@ -141,3 +141,30 @@ def test_an_attempt_given_up_while_its_bundle_waited_is_not_begun(
     inbox.drain()
     assert [len(inbox.for_attempt(a)) for a in attempts] == [1, 0, 1]
     assert worker_redis.get(claim_key(attempts[1].idempotency_key)) == b"w1"  # still held
+
+
+def test_a_single_attempt_given_up_between_its_claim_and_its_start_is_not_begun(
+    registry: Registry, worker_redis: redis.Redis, inbox: ResultInbox,
+    make_dispatch: MakeDispatch, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A worker stopped (SIGSTOP) while it claimed a single dispatch runs on past its
+    liveness: meanwhile the engine gave the attempt to another worker and flagged it
+    cancelled. Here the flag is set right after the claim, and the claim counts as late:
+    the attempt is not begun (the worker's late start was seen by the chaos suite)."""
+    monkeypatch.setattr("workers.executor.STALE_CLAIM_S", 0.0)
+    attempt, other = make_dispatch("echo", params={"n": 1}), make_dispatch("echo", params={"n": 2})
+    executor = make_executor(registry, worker_redis, spill_after_ms=60_000)
+    claim = executor._holdings.claim
+
+    def claim_then_given_up(dispatches: list[TaskDispatch], worker: str) -> list[bool]:
+        won = claim(dispatches, worker)
+        if dispatches[0].idempotency_key == attempt.idempotency_key:
+            worker_redis.set(cancel_key(attempt.idempotency_key), "1", ex=60)
+        return won
+
+    monkeypatch.setattr(executor._holdings, "claim", claim_then_given_up)
+    executor.handle(attempt.model_dump(mode="json"), worker="w1")
+    executor.handle(other.model_dump(mode="json"), worker="w1")  # asked about, runs
+    inbox.drain()
+    assert [len(inbox.for_attempt(a)) for a in (attempt, other)] == [0, 1]
+    assert worker_redis.get(claim_key(attempt.idempotency_key)) == b"w1"  # still held
