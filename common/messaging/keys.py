@@ -17,6 +17,11 @@ CLAIM_TTL = timedelta(days=1)
 FINISHED_CLAIM_TTL = timedelta(hours=1)
 
 
+def attempt_key(task_run_id: object, attempt: int) -> str:
+    """An attempt's idempotency key: ``<task run id>:<attempt>``."""
+    return f"{task_run_id}:{attempt}"
+
+
 def claim_key(idempotency_key: str) -> str:
     """Set (NX) by the worker that runs the attempt; a second delivery finds it taken."""
     return f"stellwerk:claim:{idempotency_key}"

@@ -14,6 +14,8 @@ from uuid import UUID, uuid4
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from common.messaging.keys import attempt_key
+
 ACTIVATION_QUEUE = "stellwerk.activation"
 RESULTS_QUEUE = "stellwerk.results"
 JOBS_QUEUE = "stellwerk.jobs"
@@ -94,7 +96,7 @@ class TaskDispatch(Message):
     @property
     def idempotency_key(self) -> str:
         """``<task run id>:<attempt>``, unique per attempt."""
-        return f"{self.task_run_id}:{self.attempt}"
+        return attempt_key(self.task_run_id, self.attempt)
 
 
 def dispatch_body(

@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from common.domain.machine import Refused
 from common.domain.states import RUN_TERMINAL, TaskState
 from common.messaging.holdings import acknowledge_on, is_outcome, shorten_claims_on
+from common.messaging.keys import attempt_key
 from common.messaging.messages import Activation, TaskResult
 from common.messaging.publisher import Outgoing
 from common.persistence.db import raw_transaction
@@ -237,7 +238,7 @@ def _trace(runs: Iterable[RunRecord], todo: Sequence[Incoming], started_ns: int)
 
 def _finished(batch: Sequence[Incoming]) -> list[str]:
     """The attempts the batch's ``finished`` results end (a detached one runs on)."""
-    return [f"{m.body.task_run_id}:{m.body.attempt}" for m in batch
+    return [attempt_key(m.body.task_run_id, m.body.attempt) for m in batch
             if isinstance(m.body, TaskResult) and m.body.kind == "finished"
             and not m.body.detached]
 

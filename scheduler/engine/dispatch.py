@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from common.domain.snapshot import Dispatch
 from common.domain.worker_types import dispatched_as
+from common.messaging.keys import attempt_key
 from common.messaging.messages import EXECUTE_TASK, dispatch_body, task_queue
 from common.messaging.publisher import Outgoing
 
@@ -34,4 +35,4 @@ def dispatch_message(run: RunRecord, effect: Dispatch, storage: dict[str, Any]) 
         timeout_s=task.timeout_s, last_success_start=run.last_success_start,
         last_success_finish=run.last_success_finish, traceparent=run.traceparent,
     )
-    return Outgoing(task_queue(kind), EXECUTE_TASK, body, f"{task_run_id}:{effect.attempt}")
+    return Outgoing(task_queue(kind), EXECUTE_TASK, body, attempt_key(task_run_id, effect.attempt))

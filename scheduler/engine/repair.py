@@ -43,6 +43,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from common.domain.states import RunState, TaskState
 from common.messaging.claims import ClaimHolders
 from common.messaging.epoch import current_epoch
+from common.messaging.keys import attempt_key
 from common.messaging.liveness import LIVENESS_REFRESH
 from common.messaging.messages import Signal
 from common.messaging.signals import activation
@@ -110,7 +111,7 @@ def redeliver_unclaimed(session: Session, claims: ClaimHolders) -> list[int]:
     messages = []
     for start in range(0, len(rows), BATCH):
         chunk = rows[start:start + BATCH]
-        holders = claims.holders([f"{row.id}:{row.attempt}" for row in chunk])
+        holders = claims.holders([attempt_key(row.id, row.attempt) for row in chunk])
         messages += [
             activation(row.run_id, "redeliver", row.name, row.attempt)
             for row, holder in zip(chunk, holders, strict=True) if holder is None
