@@ -22,6 +22,7 @@ from common.messaging.publisher import Publisher
 from common.secure_params import SecretBox
 from workers.executor import Executor
 from workers.registry import Registry
+from workers.request import AckOnceRequest
 
 
 def require_redis_url(settings: Settings) -> str:
@@ -54,11 +55,11 @@ def build_worker_app(
     )
     fallback_name = socket.gethostname()
 
-    @app.task(name=EXECUTE_TASK, bind=True, ignore_result=True)
+    @app.task(name=EXECUTE_TASK, bind=True, ignore_result=True, Request=AckOnceRequest)
     def execute(self: Task[Any, Any], payload: object) -> None:
         executor.handle(payload, worker=self.request.hostname or fallback_name)
 
-    @app.task(name=EXECUTE_BUNDLE_TASK, bind=True, ignore_result=True)
+    @app.task(name=EXECUTE_BUNDLE_TASK, bind=True, ignore_result=True, Request=AckOnceRequest)
     def execute_bundle(self: Task[Any, Any], payload: object) -> None:
         executor.handle_bundle(payload, worker=self.request.hostname or fallback_name)
 
