@@ -32,9 +32,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
-from psycopg import Cursor
 from redis.client import Pipeline
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -43,18 +42,13 @@ from common.messaging.publisher import Outgoing, Publisher
 from common.persistence.arrays import literal, literals
 from common.persistence.db import driver
 from common.persistence.json_text import json_text
+from common.persistence.pipelined import Executes, Rows
 from common.persistence.queries import (
     DELETE_OUTBOX,
     INSERT_OUTBOX,
     LOCK_OUTBOX_IDS,
     LOCK_PENDING_OUTBOX,
 )
-
-
-class _Executes(Protocol):
-    """A psycopg connection or cursor, inside a pipeline or not."""
-
-    def execute(self, query: str, params: Any = ...) -> Any: ...  # noqa: D102
 
 
 def enqueue(
@@ -69,31 +63,32 @@ def enqueue(
     if not messages:
         return []
     with driver(session).cursor() as cur:
-        enqueue_on(cur, messages, due_at)
-        return written_ids(cur)
+        return written_ids(enqueue_on(cur, messages, due_at))
 
 
 def enqueue_on(
-    cur: Cursor[Any], messages: Sequence[Outgoing],
+    cur: Executes, messages: Sequence[Outgoing],
     due_at: Sequence[datetime | None] | None = None,
-) -> None:
+) -> Rows:
     """Send the outbox rows' statement on ``cur``, which may be in a pipeline.
 
-    The ids are read afterwards with :func:`written_ids` (after the pipeline's sync).
+    The ids are read from what it returns with :func:`written_ids` (after the
+    pipeline's sync).
     """
     due = list(due_at) if due_at is not None else [None] * len(messages)
-    cur.execute(INSERT_OUTBOX, literals((
+    reply: Rows = cur.execute(INSERT_OUTBOX, literals((
         [m.queue for m in messages], [m.task_name for m in messages],
         [m.task_id for m in messages], [json_text(m.payload) for m in messages], due,
     )))
+    return reply
 
 
-def written_ids(cur: Cursor[Any]) -> list[int]:
-    """The ids of the rows :func:`enqueue_on` wrote on ``cur``."""
-    return [row[0] for row in cur.fetchall()]
+def written_ids(reply: Rows) -> list[int]:
+    """The ids of the rows :func:`enqueue_on` wrote, from what it returned."""
+    return [row[0] for row in reply.fetchall()]
 
 
-def forget(conn: _Executes, ids: Sequence[int]) -> None:
+def forget(conn: Executes, ids: Sequence[int]) -> None:
     """Delete outbox rows (published, or being published in this transaction)."""
     if ids:
         conn.execute(DELETE_OUTBOX, (literal(ids),))

@@ -17,12 +17,11 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from psycopg import Connection as PgConnection
-from psycopg import Cursor
-from psycopg.rows import args_row
 
 from common.domain.snapshot import RunSnapshot, TaskRunView
 from common.domain.states import RunState, TaskState
 from common.persistence.arrays import literal
+from common.persistence.pipelined import Executes, Pipelined, Reply, Rows
 from common.persistence.queries import (
     CLAIM_MESSAGES,
     LOAD_TASK_RUNS,
@@ -133,11 +132,12 @@ class RunLoader:
         """
         ids = sorted(set(run_ids))
         unknown = [run_id for run_id in ids if run_id not in self._cache]
-        with conn.pipeline():
-            sent = SentLock.send(conn, message_ids, ids)
-            prefetched = _task_runs(conn, unknown) if unknown else None
+        with Pipelined(conn) as pipe:
+            sent = SentLock.send(pipe, message_ids, ids)
+            prefetched = _task_runs(pipe, unknown) if unknown else None
         fresh, rows = sent.read()
-        task_rows = _by_run(prefetched.fetchall() if prefetched is not None else [])
+        task_rows = _by_run(
+            prefetched.fetch_as(TaskRunRow._make) if prefetched is not None else [])
         records: dict[uuid.UUID, RunRecord] = {}
         stale = []
         for row in rows:
@@ -198,7 +198,9 @@ class RunLoader:
         jobs = self._structures.get_many(conn, {row.job_id: row.job_version for row in rows})
         missing = [row.id for row in rows if row.id not in task_rows]
         if missing:
-            task_rows = {**task_rows, **_by_run(_task_runs(conn, missing).fetchall())}
+            with Pipelined(conn) as pipe:
+                read = _task_runs(pipe, missing)
+            task_rows = {**task_rows, **_by_run(read.fetch_as(TaskRunRow._make))}
         return {row.id: _record(row, jobs[row.job_id], task_rows.get(row.id, [])) for row in rows}
 
 
@@ -207,25 +209,27 @@ class SentLock:
     """The claim of a batch's messages and the lock of its runs, sent in a pipeline."""
 
     message_ids: list[uuid.UUID]
-    claimed: Cursor[Any] | None
-    locked: Cursor[LockedRun]
+    claimed: Rows | None
+    locked: Rows
 
     @staticmethod
-    def send(conn: PgConnection[Any], message_ids: list[uuid.UUID],
+    def send(conn: Executes, message_ids: list[uuid.UUID],
              run_ids: list[uuid.UUID]) -> SentLock:
-        """Claim and lock (runs in id order, ``LOCK_RUNS`` on its generic plan)."""
+        """Claim and lock (runs in id order, ``LOCK_RUNS`` on its generic plan).
+
+        On a psycopg connection in a pipeline, or on a :class:`Pipelined`.
+        """
         claimed = (conn.execute(CLAIM_MESSAGES, (literal(message_ids),))
                    if message_ids else None)
         conn.execute(PIN_PLAN)
-        locked = conn.cursor(row_factory=args_row(LockedRun)).execute(
-            LOCK_RUNS, (literal(run_ids),))
+        locked = conn.execute(LOCK_RUNS, (literal(run_ids),))
         conn.execute(UNPIN_PLAN)
         return SentLock(message_ids, claimed, locked)
 
     def read(self) -> tuple[set[uuid.UUID], list[LockedRun]]:
         """The message ids not seen before, and the locked runs' rows."""
         fresh = {row[0] for row in self.claimed.fetchall()} if self.claimed is not None else set()
-        return fresh, self.locked.fetchall()
+        return fresh, [LockedRun._make(row) for row in self.locked.fetchall()]
 
     def confirms(self, records: dict[uuid.UUID, RunRecord]) -> bool:
         """Whether every message was new and every run locked as cached (its version).
@@ -250,10 +254,9 @@ def _refresh(record: RunRecord, row: LockedRun) -> None:
     record.traceparent = row.traceparent
 
 
-def _task_runs(conn: PgConnection[Any], run_ids: list[uuid.UUID]) -> Cursor[TaskRunRow]:
-    """The task runs of ``run_ids`` (in a pipeline: fetched when the pipeline syncs)."""
-    return conn.cursor(row_factory=args_row(TaskRunRow)).execute(
-        LOAD_TASK_RUNS, (literal(run_ids),))
+def _task_runs(pipe: Pipelined, run_ids: list[uuid.UUID]) -> Reply:
+    """The task runs of ``run_ids`` (fetched when the pipeline is over)."""
+    return pipe.execute(LOAD_TASK_RUNS, (literal(run_ids),))
 
 
 def _by_run(task_rows: Iterable[TaskRunRow]) -> dict[uuid.UUID, list[TaskRunRow]]:

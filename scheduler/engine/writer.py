@@ -3,7 +3,9 @@
 This is the engine's hot path. Built with SQLAlchemy, a batch cost about 11 ms of
 Python for 2 ms of database work (statement construction, compilation, result
 processing for some ten statements); as fixed SQL strings sent through psycopg's
-pipeline mode, all writes of a batch go to the server together.
+pipeline mode, all writes of a batch go to the server together. They go on libpq's
+pipeline directly (``common.persistence.pipelined``): psycopg's cursors cost 45-60 µs
+of CPU a statement around libpq's ~11.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from common.persistence.arrays import literal, literals
 from common.persistence.json_text import json_text
 from common.persistence.notify_events import fields_json
 from common.persistence.outbox import enqueue_on, forget, written_ids
+from common.persistence.pipelined import Pipelined
 from common.persistence.queries import (
     CLAIM_MESSAGES,
     COMMIT,
@@ -61,8 +64,8 @@ def write(
     (psycopg does not). Any statement that failed aborts the rest of the pipeline, the
     ``COMMIT`` with it, and the caller's transaction rolls back as before.
     """
-    outbox = conn.cursor()
-    with conn.pipeline(), conn.cursor() as cur:
+    outbox = None
+    with Pipelined(conn) as cur:
         forget(cur, published)
         _write_updates(cur, "task_runs", rows.task_runs)
         _write_runs(cur, runs, rows)
@@ -79,10 +82,9 @@ def write(
             cur.execute(RECORD_NOTIFY_EVENTS, (fields_json(rows.events),))
         rows.flow.write(cur)
         if messages:  # the outbox's own statement (common.persistence.outbox), one for all
-            enqueue_on(outbox, messages)
+            outbox = enqueue_on(cur, messages)
         cur.execute(COMMIT)
-    with outbox:
-        return written_ids(outbox) if messages else []
+    return written_ids(outbox) if outbox is not None else []
 
 
 @functools.cache

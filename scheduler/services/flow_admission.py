@@ -27,6 +27,7 @@ from psycopg import Connection, Cursor
 from common.domain.flow import Candidate, admit
 from common.domain.flow_spec import KEY, RATE, TENANT
 from common.persistence.arrays import literal, literals
+from common.persistence.pipelined import Executes
 from common.persistence.queries import (
     FLOW_CANDIDATES,
     FLOW_RATE_USAGE,
@@ -118,7 +119,7 @@ class Slots:
     starts: list[tuple[str, datetime]] = field(default_factory=list)
     admitted: list[uuid.UUID] = field(default_factory=list)
 
-    def write(self, cur: Connection[Any] | Cursor[Any]) -> None:
+    def write(self, cur: Executes) -> None:
         """One statement, none when nothing was admitted."""
         if self.admitted:
             cur.execute(TAKE_FLOW_SLOTS, literals([
