@@ -134,8 +134,11 @@ class Pipelined:
             raise failure
 
     def _leave(self) -> None:
-        """Out of pipeline mode; a connection that cannot leave it (results left unread
-        after a lost server) is closed, so that its pool drops it rather than reuse it."""
+        """Out of pipeline mode, or closed if it cannot leave it.
+
+        Results left unread after a lost server keep it in; closed, its pool drops it
+        rather than hand it out again.
+        """
         if self._pgconn.status == pq.ConnStatus.BAD:
             return
         try:

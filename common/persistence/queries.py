@@ -655,8 +655,10 @@ FIRING_DUE = (
 )
 
 # What the beat's once-a-tick watch duties would find (``scheduler.beat.ticker``): the
-# run timers, attempts past their deadline, suspension, resumption, lateness. The same
-# predicates as the duties' own claims; tests/integration/beat check each flag.
+# run timers, attempts past their deadline, suspension, resumption, lateness, passed
+# leases, due claim checks, flow control in use. The same predicates as the duties' own
+# claims; tests/integration/beat check each flag. (The last three ran their own queries
+# every tick, two through the ORM: 4 of an idle tick's 6.3 ms of CPU.)
 WATCH_DUE = text(
     "SELECT " + _due("cancel_requested_at", "runs", ":grace_over",
                      " WHERE state = 'CANCEL_REQUESTED' AND cancel_grace_sent_at IS NULL")
@@ -666,6 +668,9 @@ WATCH_DUE = text(
     + _due("suspend_due_at", "runs", ":now") + " AS suspend, "
     + _due("resume_due_at", "runs", ":now") + " AS resume, "
     + _due("late_at", "runs", ":now") + " AS late, "
+    + _due("lease_expires_at", "task_runs", ":now") + " AS leases, "
+    + _due("claim_check_at", "task_runs", ":now") + " AS claims, "
+    "EXISTS (SELECT 1 FROM flow_waiters) OR EXISTS (SELECT 1 FROM flow_starts) AS flow, "
     "EXISTS (" + _ADOPTING_LIMITS + " AND updated_at > :limits_since) AS new_limits"
 )
 

@@ -54,14 +54,14 @@ def watch_duties(client: redis.Redis, settings: Settings) -> list[Duty]:
         return current_epoch(client).age()
 
     return [
-        ExpiredLeases(holders, settings.lease_ttl, epoch_age),
-        LostClaims(holders, settings.lease_ttl, epoch_age),
+        WhenDue("leases", ExpiredLeases(holders, settings.lease_ttl, epoch_age)),
+        WhenDue("claims", LostClaims(holders, settings.lease_ttl, epoch_age)),
         WhenDue("attempt_timeouts", duties.time_out_attempts),
         WhenDue("suspend", suspension.suspend_due_runs),
         WhenDue("resume", suspension.resume_due_runs),
         WhenDue("late", lateness.announce_late_runs),
         WhenDue("new_limits", adopt_for_new_limits),
-        AdmitWaiting(),
+        WhenDue("flow", AdmitWaiting()),
     ]
 
 

@@ -18,12 +18,21 @@ from sqlalchemy import delete, event, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from common.domain.spec import JobSpec
+from common.messaging.claims import ClaimHolders
 from common.messaging.publisher import Publisher
 from common.persistence.db import HeldConnection, driver, make_engine, make_sessions
-from common.persistence.models import FlowLimit, Job, OutboxMessage, Run, TaskRun
+from common.persistence.models import (
+    FlowLimit,
+    FlowStart,
+    Job,
+    OutboxMessage,
+    Run,
+    TaskRun,
+)
 from common.persistence.outbox import OutboxRelay
 from common.persistence.queries import FIRING_DUE, WATCH_DUE
 from scheduler.beat import duties, flow, lateness, suspension, timers
+from scheduler.beat.attempts import ExpiredLeases, LostClaims
 from scheduler.beat.ticker import STEPS_PER_TICK, Duty, Ticker
 from scheduler.services.jobs import create_job
 
@@ -83,6 +92,39 @@ def test_each_flag_is_set_by_a_row_its_duty_claims_and_only_then(
             session.execute(delete(Job).where(Job.id == job_id))
         with sessions() as session:
             assert not any(flags(session).values()), flag
+
+
+def test_a_passed_lease_and_a_due_claim_check_set_their_flags_until_judged(
+    sessions: sessionmaker[Session], redis_url: str,
+) -> None:
+    """Attempts of no live worker: the lease's is requeued, the unclaimed one waits on."""
+    holders = ClaimHolders(redis.Redis.from_url(redis_url))
+    lease, settled = timedelta(seconds=30), lambda: timedelta(hours=1)
+    cases: list[tuple[str, dict[str, Any], Duty]] = [
+        ("leases", {"lease_expires_at": PAST}, ExpiredLeases(holders, lease, settled)),
+        ("claims", {"claim_check_at": PAST}, LostClaims(holders, lease, settled)),
+    ]
+    for flag, task, duty in cases:
+        with sessions.begin() as session:
+            job_id = a_run(session, {}, task)
+        with sessions.begin() as session:
+            assert flags(session)[flag], flag
+            sent = duty(session, NOW)
+            assert not flags(session)[flag], flag
+            session.execute(delete(OutboxMessage).where(OutboxMessage.id.in_(sent)))
+            session.execute(delete(Job).where(Job.id == job_id))
+
+
+def test_flow_control_in_use_sets_its_flag(sessions: sessionmaker[Session]) -> None:
+    """A rate's recent starts keep the admission (and its pruning) running."""
+    key = f"key:probe-{uuid.uuid4().hex[:8]}"
+    with sessions.begin() as session:
+        session.add(FlowStart(key=key, at=NOW))
+    with sessions.begin() as session:
+        assert flags(session)["flow"]
+        session.execute(delete(FlowStart).where(FlowStart.key == key))
+    with sessions() as session:
+        assert not flags(session)["flow"]
 
 
 def test_a_cron_due_and_a_buffered_fire_set_their_flags(sessions: sessionmaker[Session]) -> None:
