@@ -59,7 +59,9 @@ class Fires:
 
     def __init__(self, database_url: str, redis_url: str) -> None:
         self.database_url = database_url
-        self.sessions = make_sessions(make_engine(database_url, pre_ping=False))
+        # As the engine's (``scheduler.engine.main``): its statements prepared by its pipelines.
+        self.sessions = make_sessions(
+            make_engine(database_url, pre_ping=False, driver_prepares=False))
         relay = OutboxRelay(self.sessions, Publisher(redis.Redis.from_url(redis_url)),
                             BUNDLE_SIZE)
         self.applier = BatchApplier(self.sessions, RunLoader(StructureCache()), relay,

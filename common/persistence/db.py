@@ -26,16 +26,22 @@ def libpq_url(url: str) -> str:
     return "postgresql://" + sqlalchemy_url(url).removeprefix("postgresql+psycopg://")
 
 
-def make_engine(url: str, pool_size: int = 5, *, pre_ping: bool = True) -> Engine:
+def make_engine(
+    url: str, pool_size: int = 5, *, pre_ping: bool = True, driver_prepares: bool = True,
+) -> Engine:
     """An engine; pre-ping makes a restarted server harmless to a long-lived process.
 
     The stellwerk engine turns pre-ping off: it costs a round trip per transaction, and
-    a batch that fails on a dead connection is requeued and retried anyway. JSON columns
-    are read with orjson: the beat reads each due job's spec, schedule and params.
+    a batch that fails on a dead connection is requeued and retried anyway. It also
+    turns psycopg's own prepared statements off (``driver_prepares``): its statements
+    are prepared by ``common.persistence.pipelined``, whose prepared statements psycopg
+    would deallocate with its own at a rollback. JSON columns are read with orjson: the
+    beat reads each due job's spec, schedule and params.
     """
+    connect_args: dict[str, Any] = {} if driver_prepares else {"prepare_threshold": None}
     return create_engine(
         sqlalchemy_url(url), pool_pre_ping=pre_ping, pool_size=pool_size, max_overflow=10,
-        json_deserializer=orjson.loads,
+        json_deserializer=orjson.loads, connect_args=connect_args,
     )
 
 

@@ -9,6 +9,17 @@ dumped by psycopg's own ``PostgresQuery`` and ``Transformer``, so parameters and
 mean what they mean through a cursor; the rows are loaded by psycopg's loaders when
 asked for.
 
+A statement with parameters is prepared on its first use on a server session and
+executed by name afterwards, as psycopg's cursors do from a statement's fifth use: the
+server then parses and plans it once (or, pinned to its generic plan, plans it once),
+not at every batch. psycopg clears the server's prepared statements (``DEALLOCATE
+ALL``) when it rolls back a transaction in which it prepared its own, which would drop
+these too: statements are prepared here only on a connection with psycopg's own
+preparation off (``prepare_threshold=None``: :func:`common.persistence.db.make_engine`'s
+``driver_prepares=False``, as the engine's), and sent unnamed on any other. Should the
+server lose them anyway (a ``DISCARD ALL``), the error clears this session's names, so
+that the transaction that failed is the only one.
+
 The connection stays psycopg's: the transaction is begun here when none is open (as a
 cursor would), and a pipeline that ends with ``COMMIT`` leaves it idle, so psycopg's
 ``commit`` sends nothing. An error in any statement aborts the rest (PostgreSQL's
@@ -18,9 +29,11 @@ the caller's rollback works as after a cursor's error.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any, Protocol, TypeVar
+from weakref import WeakKeyDictionary
 
 from psycopg import Connection, errors, pq
 from psycopg._queries import PostgresQuery
@@ -44,14 +57,36 @@ class Executes(Protocol):
     def execute(self, query: str, params: Any = ...) -> Any: ...  # noqa: D102
 
 
+_Key = tuple[bytes, tuple[int, ...]]  # a statement's text and its parameters' types
+
+
+class _Prepared:
+    """The statements prepared on one server session, named by their text and types."""
+
+    def __init__(self) -> None:
+        self.names: dict[_Key, bytes] = {}
+        self._numbers = itertools.count()
+
+    def add(self, key: _Key) -> bytes:
+        """A new name for ``key``, taken at once (a statement may repeat in a pipeline)."""
+        name = b"stellwerk_%d" % next(self._numbers)
+        self.names[key] = name
+        return name
+
+
+# By libpq connection: a new connection (after a server restart, say) starts empty.
+_SESSIONS: WeakKeyDictionary[pq.abc.PGconn, _Prepared] = WeakKeyDictionary()
+
+
 class Reply:
     """One statement's result, readable once its pipeline is over."""
 
-    __slots__ = ("_result", "_transformer")
+    __slots__ = ("_prepares", "_result", "_transformer")
 
-    def __init__(self, transformer: Transformer) -> None:
+    def __init__(self, transformer: Transformer, prepares: _Key | None = None) -> None:
         self._transformer = transformer
         self._result: pq.abc.PGresult | None = None
+        self._prepares = prepares  # the reply to a prepare of this statement
 
     def fetchall(self) -> list[tuple[Any, ...]]:
         """The rows as tuples, loaded as a cursor would load them."""
@@ -96,6 +131,8 @@ class Pipelined:
         self._pgconn = conn.pgconn
         self._transformer: Transformer = make_transformer(conn)
         self._replies: list[Reply] = []
+        self._prepared = (_SESSIONS.setdefault(conn.pgconn, _Prepared())
+                          if conn.prepare_threshold is None else None)
 
     def __enter__(self) -> Pipelined:
         self._pgconn.enter_pipeline_mode()
@@ -107,15 +144,31 @@ class Pipelined:
         return self
 
     def execute(self, query: str | bytes, params: Sequence[Any] | None = None) -> Reply:
-        """Send one statement (buffered until the block ends); its reply comes after."""
-        converted = PostgresQuery(self._transformer)
-        converted.convert(query, params)
-        self._pgconn.send_query_params(
-            converted.query, converted.params, param_formats=converted.formats,
-            param_types=converted.types,
-        )
+        """Send one statement (buffered until the block ends); its reply comes after.
+
+        One without parameters (``COMMIT``, ``SET LOCAL``) is sent as it is.
+        """
         reply = Reply(self._transformer)
         self._replies.append(reply)
+        if params is None:
+            self._pgconn.send_query_params(query.encode() if isinstance(query, str) else query,
+                                           None)
+            return reply
+        converted = PostgresQuery(self._transformer)
+        converted.convert(query, params)
+        if self._prepared is None:
+            self._pgconn.send_query_params(
+                converted.query, converted.params, param_formats=converted.formats,
+                param_types=converted.types)
+            return reply
+        key = (converted.query, converted.types)
+        name = self._prepared.names.get(key)
+        if name is None:
+            name = self._prepared.add(key)
+            self._pgconn.send_prepare(name, converted.query, param_types=converted.types)
+            self._replies.insert(-1, Reply(self._transformer, prepares=key))
+        self._pgconn.send_query_prepared(name, converted.params,
+                                         param_formats=converted.formats)
         return reply
 
     def __exit__(
@@ -157,9 +210,19 @@ class Pipelined:
                 return failure
             if last.status == pq.ExecStatus.FATAL_ERROR and failure is None:
                 failure = errors.error_from_result(last, encoding=self._conn.info.encoding)
+                if (isinstance(failure, errors.InvalidSqlStatementName)
+                        and self._prepared is not None):
+                    self._prepared.names.clear()  # the server lost them: prepared anew
             reply = next(replies, None)
             if reply is not None:
-                reply._result = last
+                self._answer(reply, last)
+
+    def _answer(self, reply: Reply, result: pq.abc.PGresult) -> None:
+        """Give ``reply`` its result; a prepare that failed is tried again next time."""
+        reply._result = result
+        if (reply._prepares is not None and self._prepared is not None
+                and result.status != pq.ExecStatus.COMMAND_OK):
+            self._prepared.names.pop(reply._prepares, None)
 
 
 def _require_default_transaction(conn: Connection[Any]) -> None:

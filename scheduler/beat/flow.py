@@ -61,7 +61,7 @@ class AdmitWaiting:
             conn.execute(PRUNE_FLOW_STARTS, (now - LONGEST_WINDOW,))
             self._pruned_at = now
         (waiting,) = in_key_order(conn, (WAITING_FLOW_KEYS, None))
-        keys = [row[0] for row in waiting]
+        keys = [row[0] for row in waiting.fetchall()]
         if not keys:
             return []
         admission = admit_waiting(conn, OperatorLimits.read(conn), now, self._turns, keys=keys)

@@ -33,6 +33,7 @@ from common.domain.snapshot import Transition
 from common.messaging.messages import TaskResult
 from common.messaging.publisher import Outgoing
 from common.persistence.outbox import OutboxRelay
+from common.persistence.pipelined import Executes
 from scheduler.engine.changes import ChangeSet
 from scheduler.engine.flow_gate import FlowGate, GateRead
 from scheduler.engine.loading import RunLoader, RunRecord
@@ -86,7 +87,7 @@ class Applying:
         """Tell the attempt to stop after the commit (a worker may hold it or take it)."""
         self._changes.stops.append(f"{run.task_run_ids[task]}:{attempt}")
 
-    def send_flow(self, conn: PgConnection[Any], limits: OperatorLimits) -> None:
+    def send_flow(self, conn: Executes, limits: OperatorLimits) -> None:
         """Send the flow gate's read in the caller's pipeline (with the runs' lock).
 
         For changes decided before their runs were locked; :meth:`write` then decides

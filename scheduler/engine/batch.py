@@ -28,6 +28,7 @@ from common.messaging.messages import Activation, TaskResult
 from common.messaging.publisher import Outgoing
 from common.persistence.db import raw_transaction
 from common.persistence.outbox import OutboxRelay, forget_published
+from common.persistence.pipelined import Pipelined
 from common.tracing import record_span, tracing_on
 from scheduler.engine.applying import Applying, Written
 from scheduler.engine.flow_gate import FlowGate
@@ -152,9 +153,9 @@ class BatchApplier:
                 applying = Applying(self._clock(), self._lease_ttl, self._flow)
                 for message in batch:
                     self._apply_one(records[message.run_id], message, applying)
-                with conn.pipeline():
-                    sent = SentLock.send(conn, [m.message_id for m in batch], sorted(records))
-                    applying.send_flow(conn, limits)
+                with Pipelined(conn) as pipe:
+                    sent = SentLock.send(pipe, [m.message_id for m in batch], sorted(records))
+                    applying.send_flow(pipe, limits)
                 if not sent.confirms(records):
                     raise _Stale
                 return applying.write(conn, list(records.values()), self._published)

@@ -39,6 +39,7 @@ from common.domain.snapshot import Dispatch
 from common.domain.states import TaskState
 from common.domain.worker_types import dispatched_as
 from common.messaging.signals import activation
+from common.persistence.pipelined import Executes, Pipelined
 from scheduler.engine.changes import ChangeSet
 from scheduler.engine.loading import RunRecord
 from scheduler.services.flow_admission import (
@@ -68,7 +69,7 @@ class Stakes:
     ended: dict[uuid.UUID, tuple[KeyNeed, ...]]
     hold: list[Waiter]
 
-    def send(self, conn: Connection[Any], now: datetime) -> GateRead:
+    def send(self, conn: Executes, now: datetime) -> GateRead:
         """Send the admission's read in the caller's pipeline."""
         pending = PendingAdmission.send(
             conn, self.limits, now, release=self.ended, hold=self.hold,
@@ -98,8 +99,8 @@ class FlowGate:
         stakes = self.stakes(changes, self.limits(conn))
         if stakes is None:
             return
-        with conn.pipeline():
-            read = stakes.send(conn, changes.now)
+        with Pipelined(conn) as pipe:
+            read = stakes.send(pipe, changes.now)
         self.settle(conn, changes, runs, read)
 
     @staticmethod

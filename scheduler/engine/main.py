@@ -29,7 +29,7 @@ from scheduler.service import Together, configure_logging, run_until_signalled
 def build_consumer(settings: Settings) -> EngineConsumer:
     """Wire the engine's parts from settings."""
     database_url, redis_url = settings.require_urls()
-    sessions = make_sessions(make_engine(database_url, pre_ping=False))
+    sessions = make_sessions(make_engine(database_url, pre_ping=False, driver_prepares=False))
     client = redis.Redis.from_url(redis_url)
     relay = OutboxRelay(sessions, Publisher(client), settings.dispatch_bundle_size)
     applier = BatchApplier(

@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from psycopg import Connection, Cursor
+from psycopg import Connection
 
 from common.domain.flow import Candidate, admit
 from common.domain.flow_spec import KEY, RATE, TENANT
 from common.persistence.arrays import literal, literals
-from common.persistence.pipelined import Executes
+from common.persistence.pipelined import Executes, Rows
 from common.persistence.queries import (
     FLOW_CANDIDATES,
     FLOW_RATE_USAGE,
@@ -187,7 +187,7 @@ class PendingAdmission:
 
     @staticmethod
     def send(
-        conn: Connection[Any], limits: OperatorLimits, now: datetime, *,
+        conn: Executes, limits: OperatorLimits, now: datetime, *,
         keys: Iterable[str] = (), release: Mapping[uuid.UUID, Sequence[KeyNeed]] | None = None,
         hold: Sequence[Waiter] = (), per_tenant: int = PER_TENANT,
     ) -> PendingAdmission:
@@ -233,15 +233,15 @@ class _Sent:
     locked: list[str]
     hold: Sequence[Waiter]
     attempts: dict[uuid.UUID, int]
-    released: Cursor[Any] | None
-    holding: Cursor[Any] | None
-    candidates: Cursor[Any] | None
-    usage: Cursor[Any] | None
-    rates: Cursor[Any] | None
+    released: Rows | None
+    holding: Rows | None
+    candidates: Rows | None
+    usage: Rows | None
+    rates: Rows | None
 
     @staticmethod
     def send(
-        conn: Connection[Any], locked: list[str], release: Mapping[uuid.UUID, Sequence[KeyNeed]],
+        conn: Executes, locked: list[str], release: Mapping[uuid.UUID, Sequence[KeyNeed]],
         hold: Sequence[Waiter], *, windows: set[tuple[str, float]], now: datetime,
         per_tenant: int,
     ) -> _Sent:
@@ -276,11 +276,11 @@ class _Sent:
         )
 
 
-def _rows(cursor: Cursor[Any] | None) -> list[Any]:
+def _rows(cursor: Rows | None) -> list[Any]:
     return cursor.fetchall() if cursor is not None else []
 
 
-def in_key_order(conn: Connection[Any], *statements: tuple[str, Any]) -> list[Cursor[Any]]:
+def in_key_order(conn: Executes, *statements: tuple[str, Any]) -> list[Rows]:
     """Run ``statements`` (each with its parameters), reads of a flow queue by key.
 
     Between ``PIN_ORDER`` and ``UNPIN_ORDER`` (``common.persistence.queries`` says why:
@@ -289,7 +289,7 @@ def in_key_order(conn: Connection[Any], *statements: tuple[str, Any]) -> list[Cu
     """
     conn.execute(PIN_ORDER)
     conn.execute(PIN_PLAN)
-    cursors = [conn.execute(query, params) for query, params in statements]
+    cursors: list[Rows] = [conn.execute(query, params) for query, params in statements]
     conn.execute(UNPIN_PLAN)
     conn.execute(UNPIN_ORDER)
     return cursors
@@ -376,15 +376,16 @@ def _windows(known: Iterable[KeyNeed], limits: OperatorLimits) -> set[tuple[str,
 
 
 def _rate_usage(
-    conn: Connection[Any], windows: set[tuple[str, float]], now: datetime
-) -> Cursor[Any] | None:
+    conn: Executes, windows: set[tuple[str, float]], now: datetime
+) -> Rows | None:
     if not windows:
         return None
     names, pers = zip(*sorted(windows), strict=True)
-    return conn.execute(FLOW_RATE_USAGE, (now, literal(names), literal(pers)))
+    rows: Rows = conn.execute(FLOW_RATE_USAGE, (now, literal(names), literal(pers)))
+    return rows
 
 
-def _rated(cursor: Cursor[Any] | None) -> dict[tuple[str, float], int]:
+def _rated(cursor: Rows | None) -> dict[tuple[str, float], int]:
     """Starts in each window read: (key, window in seconds) to count."""
     return {} if cursor is None else {(k, per): n for k, per, n in cursor.fetchall()}
 

@@ -99,3 +99,64 @@ def test_a_reply_is_not_read_before_its_pipeline_is_over(conn: psycopg.Connectio
         early = pipe.execute("SELECT 1")
         with pytest.raises(RuntimeError, match="not been synced"):
             early.fetchall()
+
+
+@pytest.fixture
+def unprepared(database_url: str) -> Iterator[psycopg.Connection[Any]]:
+    """A connection whose driver prepares nothing itself, as the engine's."""
+    with psycopg.connect(database_url, prepare_threshold=None) as connection:
+        yield connection
+
+
+def _prepared_here(conn: psycopg.Connection[Any]) -> list[str]:
+    rows = conn.execute("SELECT name FROM pg_prepared_statements ORDER BY name").fetchall()
+    conn.rollback()
+    return [row[0] for row in rows]
+
+
+def test_a_statement_is_prepared_once_a_session_and_run_by_name(
+    unprepared: psycopg.Connection[Any],
+) -> None:
+    for n in range(3):
+        with Pipelined(unprepared) as pipe:
+            answer = pipe.execute("SELECT %s::int * 2", (n,))
+            same = pipe.execute("SELECT %s::int * 2", (n + 1,))
+            pipe.execute("COMMIT")
+        assert (answer.fetchall(), same.fetchall()) == ([(2 * n,)], [(2 * n + 2,)])
+    assert len(_prepared_here(unprepared)) == 1
+
+
+def test_a_driver_that_prepares_its_own_gets_unnamed_statements(
+    conn: psycopg.Connection[Any],
+) -> None:
+    with Pipelined(conn) as pipe:
+        pipe.execute("SELECT %s::int", (1,))
+    assert _prepared_here(conn) == []
+
+
+def test_statements_the_server_lost_are_prepared_anew_after_one_failure(
+    unprepared: psycopg.Connection[Any],
+) -> None:
+    with Pipelined(unprepared) as pipe:
+        pipe.execute("SELECT %s::int", (1,))
+        pipe.execute("COMMIT")
+    unprepared.execute("DEALLOCATE ALL")
+    unprepared.commit()
+    with pytest.raises(psycopg.errors.InvalidSqlStatementName), Pipelined(unprepared) as pipe:
+        pipe.execute("SELECT %s::int", (2,))
+    unprepared.rollback()
+    with Pipelined(unprepared) as pipe:
+        again = pipe.execute("SELECT %s::int", (3,))
+    assert again.fetchall() == [(3,)]
+
+
+def test_a_statement_that_failed_to_prepare_is_prepared_again(
+    unprepared: psycopg.Connection[Any],
+) -> None:
+    with pytest.raises(psycopg.errors.UndefinedTable), Pipelined(unprepared) as pipe:
+        pipe.execute("SELECT n FROM pipelined_nowhere WHERE n = %s", (1,))
+    unprepared.rollback()
+    unprepared.execute("CREATE TEMP TABLE pipelined_nowhere (n int)")
+    with Pipelined(unprepared) as pipe:
+        found = pipe.execute("SELECT n FROM pipelined_nowhere WHERE n = %s", (1,))
+    assert found.fetchall() == []
