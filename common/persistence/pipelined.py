@@ -101,18 +101,6 @@ class Reply:
         rows: list[R] = self._transformer.load_rows(0, result.ntuples, make)
         return rows
 
-    def fetchone(self) -> tuple[Any, ...] | None:
-        """The first row, or None."""
-        rows = self.fetchall()
-        return rows[0] if rows else None
-
-    @property
-    def rowcount(self) -> int:
-        """Rows the statement returned or changed."""
-        status = self._done().command_status or b""
-        tail = status.rsplit(b" ", 1)[-1]
-        return int(tail) if tail.isdigit() else -1
-
     def _done(self) -> pq.abc.PGresult:
         if self._result is None:
             raise RuntimeError("the pipeline of this statement has not been synced")

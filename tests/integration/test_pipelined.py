@@ -52,9 +52,9 @@ def test_rows_read_back_as_a_cursor_reads_them(
             ("{" + ",".join(map(str, ids)) + "}", at))
         read = pipe.execute(f"SELECT id, at FROM {table} ORDER BY id")
         counted = pipe.execute("SELECT %s::int + %s::int", (2, 3))
-    assert inserted.rowcount == 2
+    assert inserted.fetchall() == []
     assert read.fetch_as(Pair._make) == sorted(Pair(i, at) for i in ids)
-    assert counted.fetchone() == (5,)
+    assert counted.fetchall() == [(5,)]
     assert conn.execute(f"SELECT count(*) FROM {table}").fetchone() == (2,)
 
 
