@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID, uuid4
 
+from common.messaging.keys import attempt_key
 from common.messaging.messages import TaskDispatch, utcnow
 from workers.tasklog import LogStream, TaskLog, secret_strings
 
@@ -76,7 +77,7 @@ class TaskContext:
     @property
     def idempotency_key(self) -> str:
         """``<task run id>:<attempt>``: send it along with side effects to make them once-only."""
-        return f"{self.task_run_id}:{self.attempt}"
+        return attempt_key(self.task_run_id, self.attempt)
 
     @property
     def label(self) -> str:

@@ -32,6 +32,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from common.messaging.claims import ClaimHolders
+from common.messaging.keys import attempt_key
 from common.messaging.liveness import LIVENESS_TTL
 from common.messaging.signals import activation
 from common.persistence.models import TaskRun
@@ -108,7 +109,7 @@ class LostClaims:
         if young > timedelta(0):  # liveness keys may not be back yet: judge nobody
             _set(session, TaskRun.claim_check_at, [r.id for r in rows], now + young)
             return []
-        holders = self._claims.holders([f"{row.id}:{row.attempt}" for row in rows])
+        holders = self._claims.holders([attempt_key(row.id, row.attempt) for row in rows])
         live = self._claims.live({holder for holder in holders if holder is not None})
         lost, held, waiting = [], [], []
         for row, holder in zip(rows, holders, strict=True):

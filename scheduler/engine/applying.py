@@ -30,6 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from common.domain import events as ev
 from common.domain.machine import advance
 from common.domain.snapshot import Transition
+from common.messaging.keys import attempt_key
 from common.messaging.messages import TaskResult
 from common.messaging.publisher import Outgoing
 from common.persistence.outbox import OutboxRelay
@@ -85,7 +86,7 @@ class Applying:
 
     def stop(self, run: RunRecord, task: str, attempt: int) -> None:
         """Tell the attempt to stop after the commit (a worker may hold it or take it)."""
-        self._changes.stops.append(f"{run.task_run_ids[task]}:{attempt}")
+        self._changes.stops.append(attempt_key(run.task_run_ids[task], attempt))
 
     def send_flow(self, conn: Executes, limits: OperatorLimits) -> None:
         """Send the flow gate's read in the caller's pipeline (with the runs' lock).

@@ -26,6 +26,7 @@ from common.domain.timers import (
     renewed_lease,
     run_timers,
 )
+from common.messaging.keys import attempt_key
 from common.messaging.messages import EventFields, TaskResult, event_fields
 from common.messaging.publisher import Outgoing
 from scheduler.engine.dispatch import dispatch_message
@@ -101,7 +102,7 @@ class ChangeSet:
             if isinstance(effect, Dispatch):
                 self.dispatches.append((run, effect))
             elif isinstance(effect, Stop):
-                self.stops.append(f"{run.task_run_ids[effect.task]}:{effect.attempt}")
+                self.stops.append(attempt_key(run.task_run_ids[effect.task], effect.attempt))
             elif isinstance(effect, RetryAt):
                 retry_at = self.now + effect.delay
                 self._update(run.task_run_ids[effect.task], retry_scheduled(retry_at))

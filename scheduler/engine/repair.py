@@ -161,7 +161,7 @@ def attempts_to_stop(session: Session) -> list[str]:
         Run, Run.id == TaskRun.run_id).where(
         Run.state == RunState.CANCEL_REQUESTED.value, TaskRun.state == TaskState.ACTIVE.value,
     ))
-    return [f"{row.id}:{row.attempt}" for row in rows]
+    return [attempt_key(row.id, row.attempt) for row in rows]
 
 
 class Repair:
