@@ -119,8 +119,7 @@ class Pipelined:
         self._pgconn = conn.pgconn
         self._transformer: Transformer = make_transformer(conn)
         self._replies: list[Reply] = []
-        self._prepared = (_SESSIONS.setdefault(conn.pgconn, _Prepared())
-                          if conn.prepare_threshold is None else None)
+        self._prepared = _prepared_on(conn)
 
     def __enter__(self) -> Pipelined:
         self._pgconn.enter_pipeline_mode()
@@ -211,6 +210,16 @@ class Pipelined:
         if (reply._prepares is not None and self._prepared is not None
                 and result.status != pq.ExecStatus.COMMAND_OK):
             self._prepared.names.pop(reply._prepares, None)
+
+
+def _prepared_on(conn: Connection[Any]) -> _Prepared | None:
+    """The statements prepared on ``conn``'s session; None if psycopg prepares its own."""
+    if conn.prepare_threshold is not None:
+        return None
+    prepared = _SESSIONS.get(conn.pgconn)
+    if prepared is None:
+        prepared = _SESSIONS[conn.pgconn] = _Prepared()
+    return prepared
 
 
 def _require_default_transaction(conn: Connection[Any]) -> None:

@@ -21,7 +21,7 @@ from psycopg import Connection as PgConnection
 from common.domain.snapshot import RunSnapshot, TaskRunView
 from common.domain.states import RunState, TaskState
 from common.persistence.arrays import literal
-from common.persistence.pipelined import Executes, Pipelined, Reply, Rows
+from common.persistence.pipelined import Pipelined, Reply
 from common.persistence.queries import (
     CLAIM_MESSAGES,
     LOAD_TASK_RUNS,
@@ -209,27 +209,24 @@ class SentLock:
     """The claim of a batch's messages and the lock of its runs, sent in a pipeline."""
 
     message_ids: list[uuid.UUID]
-    claimed: Rows | None
-    locked: Rows
+    claimed: Reply | None
+    locked: Reply
 
     @staticmethod
-    def send(conn: Executes, message_ids: list[uuid.UUID],
+    def send(pipe: Pipelined, message_ids: list[uuid.UUID],
              run_ids: list[uuid.UUID]) -> SentLock:
-        """Claim and lock (runs in id order, ``LOCK_RUNS`` on its generic plan).
-
-        On a psycopg connection in a pipeline, or on a :class:`Pipelined`.
-        """
-        claimed = (conn.execute(CLAIM_MESSAGES, (literal(message_ids),))
+        """Claim and lock (runs in id order, ``LOCK_RUNS`` on its generic plan)."""
+        claimed = (pipe.execute(CLAIM_MESSAGES, (literal(message_ids),))
                    if message_ids else None)
-        conn.execute(PIN_PLAN)
-        locked = conn.execute(LOCK_RUNS, (literal(run_ids),))
-        conn.execute(UNPIN_PLAN)
+        pipe.execute(PIN_PLAN)
+        locked = pipe.execute(LOCK_RUNS, (literal(run_ids),))
+        pipe.execute(UNPIN_PLAN)
         return SentLock(message_ids, claimed, locked)
 
     def read(self) -> tuple[set[uuid.UUID], list[LockedRun]]:
         """The message ids not seen before, and the locked runs' rows."""
         fresh = {row[0] for row in self.claimed.fetchall()} if self.claimed is not None else set()
-        return fresh, [LockedRun._make(row) for row in self.locked.fetchall()]
+        return fresh, self.locked.fetch_as(LockedRun._make)
 
     def confirms(self, records: dict[uuid.UUID, RunRecord]) -> bool:
         """Whether every message was new and every run locked as cached (its version).
