@@ -320,14 +320,17 @@ def test_a_read_only_token_sees_no_action(page: Page, system: System, artifacts:
 def test_the_run_page_polls_when_the_event_stream_is_unavailable(
     page: Page, system: System,
 ) -> None:
+    """The run waits for a confirmation while the page is read: a run that finished
+    first (a 1 s task did, once, in CI) shows "finished", never "polling"."""
     page.route("**/api/v1/events*", lambda route: route.fulfill(status=404, body="{}"))
     with system.client() as api:
         job = submit(api, {"name": f"ui-poll-{uuid.uuid4().hex[:6]}", "tasks": [
-            {"name": "a", "type": "sleep", "params": {"seconds": 1}, "next": ["b"]},
+            {"name": "a", "type": "noop", "confirm": True, "next": ["b"]},
             {"name": "b", "type": "noop"}]})
-    log_in(page, system, ADMIN_TOKEN)
-    page.goto(ui_url(system) + f"#/runs/{job['run_id']}")
-    expect(page.locator(".mode")).to_have_attribute("data-mode", "polling")
+        log_in(page, system, ADMIN_TOKEN)
+        page.goto(ui_url(system) + f"#/runs/{job['run_id']}")
+        expect(page.locator(".mode")).to_have_attribute("data-mode", "polling")
+        assert api.post(f"/runs/{job['run_id']}/tasks/a/confirm").status_code == 200
     expect(node(page, "b")).to_have_attribute("data-state", "COMPLETED", timeout=RUN_TIMEOUT_MS)
 
 
