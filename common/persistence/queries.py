@@ -114,9 +114,11 @@ LOAD_TASK_RUNS = (
 LOAD_JOBS = ("SELECT id, version, name, type, application, tenant, params, secure_params, "
              "spec FROM jobs WHERE id = ANY(%s)")
 
+# ``flow`` as text and without the settings as written (``own``, for patches): the
+# engine parses each distinct text once (``scheduler.engine.structure``).
 LOAD_TASKS = ("SELECT job_id, id, name, type, params, secure_params, timeout_s, retries, "
-              "retry_backoff_s, confirm, binding, priority, flow FROM tasks WHERE job_id = ANY(%s) "
-              "ORDER BY job_id, position")
+              "retry_backoff_s, confirm, binding, priority, (flow - 'own')::text "
+              "FROM tasks WHERE job_id = ANY(%s) ORDER BY job_id, position")
 
 LOAD_EDGES = "SELECT job_id, from_task, to_task FROM task_edges WHERE job_id = ANY(%s)"
 
