@@ -27,6 +27,7 @@ from scheduler.services.job_lifecycle import lock_job, next_fire_at, unfinished_
 from scheduler.services.job_names import rename
 from scheduler.services.job_queries import TaskView, read_job
 from scheduler.services.jobs import (
+    FlowColumns,
     copy_edges,
     secret_text,
     spec_column,
@@ -175,8 +176,9 @@ def _replace_tasks(
     if gone:
         session.execute(delete(Task).where(Task.id.in_(gone)))
     bound = bind_tasks(session, spec, secrets)
+    flows = FlowColumns(spec)
     rows = [task_row(task, ids[task.name], job.id, position, spec, secrets=secrets,
-                     bound=bound.get(task.name))
+                     bound=bound.get(task.name), flows=flows)
             for position, task in enumerate(spec.tasks)]
     upsert = pg_insert(Task)
     columns = {name: upsert.excluded[name] for name in rows[0] if name not in {"id", "job_id"}}
