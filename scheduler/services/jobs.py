@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from common.domain.spec import JobSpec, TaskSpec
 from common.domain.states import RunState
 from common.persistence.db import driver
+from common.persistence.json_text import json_text
 from common.persistence.models import Job
 from common.persistence.queries import (
     COPY_TASK_EDGES,
@@ -37,6 +38,7 @@ SPEC_COLUMN_EXCLUDE = frozenset({"tasks", "secure_params", "storage", "webservic
 
 # The ``tasks`` and ``jobs`` columns that hold JSON (psycopg needs them wrapped).
 _JSON_COLUMNS = frozenset({"params", "binding", "flow"})
+_FLOW_AT = TASK_COLUMNS.index("flow")
 _JOB_JSON_COLUMNS = frozenset({"labels", "params", "spec", "schedule"})
 
 
@@ -128,8 +130,24 @@ def _insert_tasks(session: Session, job_id: UUID, spec: JobSpec, secrets: Secret
                  bound=bound.get(task.name), flows=flows)
         for position, task in enumerate(spec.tasks)
     ]
-    copy_rows(session, COPY_TASKS, ([_copied(c, row[c]) for c in TASK_COLUMNS] for row in rows))
+    dumped: dict[int, str] = {}
+    copy_rows(session, COPY_TASKS, (_task_values(row, dumped) for row in rows))
     copy_edges(session, job_id, spec, ids)
+
+
+def _task_values(row: Mapping[str, Any], dumped: dict[int, str]) -> list[Any]:
+    """A task row as ``COPY`` takes it; a ``flow`` shared with other rows is dumped once.
+
+    ``dumped`` holds the JSON text of each shared value by its id (:class:`FlowColumns`
+    hands the tasks of one setting one dict; the rows keep them alive meanwhile).
+    """
+    flow = row["flow"]
+    values = [_copied(c, row[c]) if c != "flow" else None for c in TASK_COLUMNS]
+    if flow is not None:
+        text = dumped.get(id(flow))
+        values[_FLOW_AT] = text if text is not None else dumped.setdefault(
+            id(flow), json_text(flow))
+    return values
 
 
 def copy_edges(session: Session, job_id: UUID, spec: JobSpec, ids: Mapping[str, UUID]) -> None:
