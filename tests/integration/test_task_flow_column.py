@@ -37,7 +37,8 @@ def test_each_stored_column_is_the_tasks_own_and_loads_as_its_keys(
     finally:
         engine.dispose()
     with psycopg.connect(database_url) as conn:
-        stored = dict(conn.execute("SELECT name, flow FROM tasks WHERE job_id = %s", (job_id,)))
+        stored: dict[str, Any] = dict(
+            conn.execute("SELECT name, flow FROM tasks WHERE job_id = %s", (job_id,)))
         [structure] = load_structures(conn, [job_id])
     assert stored == {task.name: flow_column(task, spec) for task in spec.tasks}
     for task in spec.tasks:
