@@ -97,6 +97,11 @@ class FlowNeeds:
         )
 
 
+def has_variables(template: str) -> bool:
+    """Whether ``template`` names a variable: rendered alike for every task if not."""
+    return VARIABLE.search(template) is not None
+
+
 def render(template: str, context: TaskContext) -> str:
     """The key ``template`` names for this task; ``ValueError`` names what is wrong."""
 

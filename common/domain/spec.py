@@ -202,9 +202,15 @@ class JobSpec(Strict):
         """The task's concurrency keys and rate, its own or the job's defaults, rendered."""
         context = TaskContext(job=self.name, tenant=self.tenant, type=task.type,
                               task=task.name, params=task.params, job_params=self.params)
+        return needs(*self.flow_settings(task), context)
+
+    def flow_settings(
+        self, task: TaskSpec,
+    ) -> tuple[list[ConcurrencySpec] | None, RateSpec | None]:
+        """The task's concurrency and rate settings: its own, else the job's defaults."""
         defaults = self.task_defaults
         concurrency = defaults.concurrency if task.concurrency is None else task.concurrency
-        return needs(concurrency, task.rate or defaults.rate, context)
+        return concurrency, task.rate or defaults.rate
 
     def graph(self) -> Graph:
         """Build the task graph of this spec."""

@@ -11,6 +11,7 @@ from uuid import UUID, uuid4
 from psycopg.types.json import Jsonb
 from sqlalchemy.orm import Session
 
+from common.domain.flow_spec import has_variables
 from common.domain.spec import JobSpec, TaskSpec
 from common.domain.states import RunState
 from common.persistence.db import driver
@@ -38,7 +39,6 @@ SPEC_COLUMN_EXCLUDE = frozenset({"tasks", "secure_params", "storage", "webservic
 
 # The ``tasks`` and ``jobs`` columns that hold JSON (psycopg needs them wrapped).
 _JSON_COLUMNS = frozenset({"params", "binding", "flow"})
-_FLOW_AT = TASK_COLUMNS.index("flow")
 _JOB_JSON_COLUMNS = frozenset({"labels", "params", "spec", "schedule"})
 
 
@@ -142,12 +142,10 @@ def _task_values(row: Mapping[str, Any], dumped: dict[int, str]) -> list[Any]:
     hands the tasks of one setting one dict; the rows keep them alive meanwhile).
     """
     flow = row["flow"]
-    values = [_copied(c, row[c]) if c != "flow" else None for c in TASK_COLUMNS]
-    if flow is not None:
-        text = dumped.get(id(flow))
-        values[_FLOW_AT] = text if text is not None else dumped.setdefault(
-            id(flow), json_text(flow))
-    return values
+    if flow is not None and id(flow) not in dumped:
+        dumped[id(flow)] = json_text(flow)
+    text = None if flow is None else dumped[id(flow)]
+    return [text if c == "flow" else _copied(c, row[c]) for c in TASK_COLUMNS]
 
 
 def copy_edges(session: Session, job_id: UUID, spec: JobSpec, ids: Mapping[str, UUID]) -> None:
@@ -209,32 +207,34 @@ class FlowColumns:
 
     A fan-out's tasks mostly state the same keys: built for each of 10,000 tasks, the
     column (the settings dumped by pydantic, the keys rendered) cost 10-35 µs a task.
-    A key with variables (``{task}``, ``{params.region}``) is rendered for every task.
-    The value is shared between rows: it is only written, never changed.
+    A key with variables (``{task}``, ``{params.region}``) is rendered for every task;
+    whether a setting has any is decided once per setting too. The value is shared
+    between rows: it is only written, never changed.
     """
 
     def __init__(self, spec: JobSpec) -> None:
         self._spec = spec
-        self._built: dict[Hashable, dict[str, Any] | None] = {}
+        # By the task's own settings (which, with the spec's defaults, decide its keys):
+        # the shared column, or None when its keys have variables.
+        self._built: dict[Hashable, tuple[dict[str, Any] | None] | None] = {}
 
     def __call__(self, task: TaskSpec) -> dict[str, Any] | None:
         """The column of ``task``."""
-        same = _constant_flow(task, self._spec)
-        if same is None:
-            return flow_column(task, self._spec)
-        if same not in self._built:
-            self._built[same] = flow_column(task, self._spec)
-        return self._built[same]
+        own = _own_flow(task)
+        if own not in self._built:
+            self._built[own] = (None if self._has_variables(task)
+                                else (flow_column(task, self._spec),))
+        built = self._built[own]
+        return flow_column(task, self._spec) if built is None else built[0]
+
+    def _has_variables(self, task: TaskSpec) -> bool:
+        concurrency, rate = self._spec.flow_settings(task)
+        templates = [c.key for c in concurrency or ()] + ([rate.key] if rate else [])
+        return any(map(has_variables, templates))
 
 
-def _constant_flow(task: TaskSpec, spec: JobSpec) -> Hashable | None:
-    """What ``task``'s flow column depends on, if no key it holds has variables; else None."""
-    defaults = spec.task_defaults
-    concurrency = defaults.concurrency if task.concurrency is None else task.concurrency
-    rate = task.rate or defaults.rate
-    templates = [c.key for c in concurrency or ()] + ([rate.key] if rate else [])
-    if any("{" in template for template in templates):
-        return None
+def _own_flow(task: TaskSpec) -> Hashable:
+    """The task's own concurrency and rate settings, as a key."""
     return (None if task.concurrency is None
             else tuple((c.key, c.limit) for c in task.concurrency),
             None if task.rate is None else (task.rate.key, task.rate.limit, task.rate.per))
