@@ -15,7 +15,14 @@ from datetime import UTC, datetime, timedelta
 
 from bench.chaos_db import Record
 from bench.chaos_faults import Fault
-from bench.chaos_load import CRON_PREFIX, FLOW_LIMIT, Delivery, Execution
+from bench.chaos_load import (
+    CRON_PREFIX,
+    FLOW_LIMIT,
+    LANE_LIMIT,
+    LANE_PREFIX,
+    Delivery,
+    Execution,
+)
 from bench.chaos_system import Exit
 
 TERMINAL = {"COMPLETED", "FAILED", "TIMEOUT", "CANCELED"}
@@ -67,6 +74,7 @@ def check_all(seen: Observed) -> list[Check]:
     return [
         check_terminal(seen), check_cron_once(seen), check_no_double(seen),
         check_no_overlap(seen), check_completed_ran(seen), check_flow_limit(seen),
+        check_lane_limit(seen),
         check_flow_released(seen), check_webhook(seen),
         check_exits(seen), *check_recoveries(seen.faults),
     ]
@@ -180,23 +188,37 @@ def check_completed_ran(seen: Observed) -> Check:
 def check_flow_limit(seen: Observed) -> Check:
     """No more attempts ACTIVE at once on the flow key than its limit (the journal's
     ACTIVE intervals of the DAG jobs' flaky tasks, which hold it)."""
+    most, attempts = _most_active(seen, lambda task: task == "flaky")
+    return Check("flow limit never exceeded", most <= FLOW_LIMIT,
+                 f"at most {most} of {FLOW_LIMIT} ACTIVE, {attempts} attempts",
+                 [] if most <= FLOW_LIMIT else [f"{most} flaky attempts ACTIVE at once"])
+
+
+def check_lane_limit(seen: Observed) -> Check:
+    """The same for the key wide enough for lanes: its slots' attempts run one at a time."""
+    most, attempts = _most_active(seen, lambda task: task.startswith(LANE_PREFIX))
+    return Check("lane limit never exceeded", most <= LANE_LIMIT,
+                 f"at most {most} of {LANE_LIMIT} ACTIVE, {attempts} attempts",
+                 [] if most <= LANE_LIMIT else [f"{most} lane attempts ACTIVE at once"])
+
+
+def _most_active(seen: Observed, holds: Callable[[str], bool]) -> tuple[int, int]:
+    """The most attempts ACTIVE at once of the tasks ``holds`` picks, and how many."""
     edges: list[tuple[datetime, int]] = []
-    opened: dict[object, datetime] = {}  # by run: a task has one current attempt
+    opened: dict[object, datetime] = {}  # by run and task: a task has one current attempt
     for run_id, task, _, at, old, new, _ in seen.record.journal:
-        if task != "flaky":
+        if task is None or not holds(task):
             continue
         if new == "ACTIVE":
-            opened[run_id] = at
-        elif old == "ACTIVE" and run_id in opened:
-            edges += [(opened.pop(run_id), 1), (at, -1)]
+            opened[run_id, task] = at
+        elif old == "ACTIVE" and (run_id, task) in opened:
+            edges += [(opened.pop((run_id, task)), 1), (at, -1)]
     edges.sort(key=lambda edge: (edge[0], edge[1]))
     most = now_open = 0
     for _, step in edges:
         now_open += step
         most = max(most, now_open)
-    return Check("flow limit never exceeded", most <= FLOW_LIMIT,
-                 f"at most {most} of {FLOW_LIMIT} ACTIVE, {len(edges) // 2} attempts",
-                 [] if most <= FLOW_LIMIT else [f"{most} flaky attempts ACTIVE at once"])
+    return most, len(edges) // 2
 
 
 def check_flow_released(seen: Observed) -> Check:

@@ -33,6 +33,14 @@ RECORD = (
 # full; the checks hold the ACTIVE intervals to its limit and every slot to be released.
 FLOW_KEY = "chaos-flaky"
 FLOW_LIMIT = 2
+# Every LANE_EVERY-th DAG job splits also into LANE_TASKS short tasks on a key of limit
+# LANE_LIMIT, wide enough to be admitted in lanes (a slot's attempts run one after
+# another, ``common.domain.flow.lanes``): the checks hold their ACTIVE intervals to it.
+LANE_KEY = "chaos-lanes"
+LANE_LIMIT = 8
+LANE_TASKS = 24
+LANE_EVERY = 4
+LANE_PREFIX = "lane-"
 CRON_PREFIX = "chaos-cron-"
 DAG_PREFIX = "chaos-dag-"
 STORM_PREFIX = "chaos-storm-"
@@ -63,15 +71,20 @@ class TaskContextSpec:
 
 
 def dag_job(index: int, rng: random.Random, ctx: TaskContextSpec) -> dict[str, Any]:
-    """A run-now job: a split into three branches (one sleeping 1-3 s) and a join."""
+    """A run-now job: a split into three branches (one sleeping 1-3 s) and a join; every
+    ``LANE_EVERY``-th one with ``LANE_TASKS`` more on the lanes' key."""
     slow = rng.choice([1.0, 2.0, 3.0])
+    lanes = [f"{LANE_PREFIX}{i}" for i in range(LANE_TASKS if index % LANE_EVERY == 0 else 0)]
     tasks = [
-        shell_task("prepare", ctx, next_=["slow", "fast", "flaky"]),
+        shell_task("prepare", ctx, next_=["slow", "fast", "flaky", *lanes]),
         shell_task("slow", ctx, sleep_s=slow, next_=["join"]),
         shell_task("fast", ctx, next_=["join"]),
         {**shell_task("flaky", ctx, sleep_s=0.5, fail_until=rng.choice([0, 1]), retries=2,
                       next_=["join"]),
          "concurrency": [{"key": FLOW_KEY, "limit": FLOW_LIMIT}]},
+        *({**shell_task(name, ctx, fail_until=rng.choice([0, 0, 1]), retries=1,
+                        next_=["join"]),
+           "concurrency": [{"key": LANE_KEY, "limit": LANE_LIMIT}]} for name in lanes),
         shell_task("join", ctx, next_=["report"]),
         shell_task("report", ctx),
     ]

@@ -96,7 +96,10 @@ class Executor:
         self._run(dispatch, worker, self._publisher)
 
     def handle_bundle(self, payload: object, worker: str) -> None:
-        """Run a bundle's attempts in order; after ``spill_after`` share what is left."""
+        """Run a bundle's attempts in order; after ``spill_after`` share what is left.
+
+        Not a lane's (``TaskBundle.lane``): its attempts hold one flow slot between them.
+        """
         try:
             bundle = TaskBundle.model_validate(payload)
         except ValidationError as exc:
@@ -108,7 +111,8 @@ class Executor:
         allowed = self._holdings.claim(dispatches, worker)
         mine = [dispatch for dispatch, won in zip(dispatches, allowed, strict=True) if won]
         items = BundleItems(bundle.queue, mine, self._holdings, worker)
-        self._watchdog.schedule(claimed_at + self._spill_after_s, items, 0)
+        if not bundle.lane:  # a lane's attempts share one flow slot: never spilled
+            self._watchdog.schedule(claimed_at + self._spill_after_s, items, 0)
         size = 1
         while chunk := items.take(size):
             began = time.monotonic()

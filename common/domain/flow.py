@@ -19,6 +19,11 @@ The order:
 
 Each candidate is looked at once (a key's free count only falls while admitting), so a
 call costs O(n log t) for n candidates of t tenants.
+
+**Lanes** (:func:`lanes`): with a backlog on a wide concurrency limit, an admitted
+candidate takes a few of its tenant's next ones with it, to run one after another in
+its slot (a lane): the key's usage counts lanes, not attempts, so the limit holds, and
+the engine admits a lane per few completions instead of an attempt per completion.
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ class Candidate:
     # When it became READY (any increasing number): earlier goes first at equal priority.
     order: int
     keys: tuple[str, ...] = ()
+    # Which candidates may share a lane (the caller's: a run and queue); None: none.
+    group: Hashable | None = None
 
 
 @dataclass(frozen=True)
@@ -127,3 +134,36 @@ def _share(
     """A tenant's starts for its weight: the lowest has the next turn."""
     running = (started or {}).get(tenant, 0)
     return Fraction(running + given, max(1, weights.get(tenant, DEFAULT_WEIGHT)))
+
+
+def lanes(
+    admitted: Sequence[Candidate], candidates: Sequence[Candidate], depth: Mapping[str, int],
+) -> list[list[Candidate]]:
+    """Each admitted candidate, followed by those that run after it in its slot.
+
+    Followers are candidates not admitted of the same tenant, keys and ``group``, best
+    first (priority, then READY order); a lane is at most as long as the lowest
+    ``depth`` of its keys (a key not in ``depth`` does not bound it, and a candidate
+    with no key in it, or no group, goes alone). A rated key must have depth 1: a
+    follower starts later than it is admitted, outside the window that counted it.
+    """
+    taken = {candidate.id for candidate in admitted}
+    pools: dict[tuple[Hashable, ...], list[Candidate]] = defaultdict(list)
+    for candidate in candidates:
+        if candidate.group is not None and candidate.id not in taken:
+            pools[_lane_of(candidate)].append(candidate)
+    for pool in pools.values():
+        pool.sort(key=lambda c: (c.priority, -c.order))
+    out = []
+    for lead in admitted:
+        lane = [lead]
+        room = min((depth[key] for key in lead.keys if key in depth), default=1)
+        pool = pools.get(_lane_of(lead), []) if lead.group is not None else []
+        while pool and len(lane) < room:
+            lane.append(pool.pop())
+        out.append(lane)
+    return out
+
+
+def _lane_of(candidate: Candidate) -> tuple[Hashable, ...]:
+    return (candidate.tenant, candidate.keys, candidate.group)

@@ -6,6 +6,10 @@ Bundling changes only the transport: each attempt keeps its own outbox row, its 
 claim on the worker and its own result, so every exactly-once argument made for a
 single dispatch holds for each item of a bundle. A worker that is slow to get
 through a bundle hands the rest back as single dispatches (``workers.bundle``).
+
+A lane (attempts flow control admitted to one slot, ``common.domain.flow.lanes``) is a
+bundle too, made by the engine (:func:`lane_message`): its attempts must run one after
+another, so it is never split, merged or handed back.
 """
 
 from __future__ import annotations
@@ -33,6 +37,17 @@ def bundle_dispatches(messages: Iterable[Outgoing], size: int) -> list[Outgoing]
     for queue, dispatches in by_queue.items():
         others.extend(_bundles(queue, dispatches, size))
     return others
+
+
+def lane_message(dispatches: Sequence[Outgoing]) -> Outgoing:
+    """The one message of a lane's dispatches (of one queue), in the order they run."""
+    if len(dispatches) == 1:
+        return dispatches[0]
+    queue = dispatches[0].queue
+    bundle = TaskBundle(queue=queue, dispatches=[m.payload for m in dispatches], lane=True)
+    return Outgoing(
+        queue, EXECUTE_BUNDLE_TASK, bundle.model_dump(mode="json"), str(bundle.message_id)
+    )
 
 
 def _bundles(queue: str, dispatches: Sequence[Outgoing], size: int) -> list[Outgoing]:

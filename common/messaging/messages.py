@@ -142,6 +142,8 @@ class TaskBundle(Message):
 
     queue: str
     dispatches: list[dict[str, Any]] = Field(min_length=1)
+    # A lane: its attempts share one flow slot, so they run in order, never handed back.
+    lane: bool = False
 
 
 class LogLine(BaseModel):

@@ -521,10 +521,12 @@ class FlowLimit(Base):
 
 
 class FlowSlot(Base):
-    """One attempt holding one key: a key's usage is the count of its rows.
+    """One attempt holding one key: a key's usage is the count of its lanes.
 
-    Deleted with the attempt's end, in the transaction that ends it; the task run's
-    deletion (retention, a deleted job) takes it too.
+    Attempts admitted in a lane (to run one after another in one slot) name its lead
+    in ``lane``; an attempt alone has none, and is its own lane. Deleted with the
+    attempt's end, in the transaction that ends it; the task run's deletion (retention,
+    a deleted job) takes it too.
     """
 
     __tablename__ = "flow_slots"
@@ -536,6 +538,7 @@ class FlowSlot(Base):
     attempt: Mapped[int] = mapped_column(Integer)
     tenant: Mapped[str] = mapped_column(String(200))
     at: Mapped[datetime]
+    lane: Mapped[uuid.UUID | None] = mapped_column(nullable=True)
 
 
 class FlowWaiter(Base):

@@ -26,6 +26,7 @@ from common.domain.timers import (
     renewed_lease,
     run_timers,
 )
+from common.messaging.bundling import lane_message
 from common.messaging.keys import attempt_key
 from common.messaging.messages import EventFields, TaskResult, event_fields
 from common.messaging.publisher import Outgoing
@@ -89,6 +90,9 @@ class ChangeSet:
     signals: list[Outgoing] = field(default_factory=list)
     # The flow slots the attempts it let go take (``flow_gate``).
     flow: Slots = field(default_factory=Slots)
+    # Attempts admitted in lanes, by lead, in the order they run: each lane's dispatches
+    # go in one message (``common.messaging.bundling.lane_message``).
+    lanes: dict[uuid.UUID, list[uuid.UUID]] = field(default_factory=dict)
     # Who the journal names: the engine, or the person whose action the API applied.
     actor: str = "engine"
 
@@ -229,10 +233,21 @@ class ChangeSet:
         """
         known = dict(self.storage)
         messages = list(self.signals)
+        laned = {tid for lane in self.lanes.values() for tid in lane}
+        in_lanes: dict[uuid.UUID, Outgoing] = {}
         for run, effect in self.dispatches:
             if run.job.id not in known:
                 known[run.job.id] = run.stored_storage()
-            messages.append(dispatch_message(run, effect, known[run.job.id]))
+            message = dispatch_message(run, effect, known[run.job.id])
+            task_run_id = run.task_run_ids[effect.task]
+            if task_run_id in laned:
+                in_lanes[task_run_id] = message
+            else:
+                messages.append(message)
+        for lane in self.lanes.values():
+            sent = [in_lanes[tid] for tid in lane if tid in in_lanes]
+            if sent:
+                messages.append(lane_message(sent))
         return messages
 
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -44,9 +44,11 @@ from scheduler.engine.changes import ChangeSet
 from scheduler.engine.loading import RunRecord
 from scheduler.services.flow_admission import (
     AT_LEAST,
+    LANE_DEPTH,
     LIMITS_TTL,
     PER_TENANT,
     KeyNeed,
+    LaneGroup,
     OperatorLimits,
     PendingAdmission,
     Waiter,
@@ -71,9 +73,12 @@ class Stakes:
 
     def send(self, conn: Executes, now: datetime) -> GateRead:
         """Send the admission's read in the caller's pipeline."""
+        # As many waiters as it could admit alone, twice, and a lane more: what lanes
+        # (``LANE_DEPTH`` long at most) take beside those.
+        wanted = 2 * (len(self.ended) + len(self.hold)) + LANE_DEPTH
         pending = PendingAdmission.send(
             conn, self.limits, now, release=self.ended, hold=self.hold,
-            per_tenant=min(PER_TENANT, max(AT_LEAST, len(self.ended) + len(self.hold))))
+            per_tenant=min(PER_TENANT, max(AT_LEAST, wanted)))
         return GateRead(pending, {w.task_run_id for w in self.hold})
 
 
@@ -127,7 +132,8 @@ class FlowGate:
         """Decide on what :meth:`Stakes.send` read and change ``changes`` accordingly."""
         if read is None:
             return
-        admission = read.pending.decide(conn, self._turns)
+        locked = {run.id: run for run in runs}
+        admission = read.pending.decide(conn, self._turns, lane_group=_lane_group(locked))
         changes.flow += admission.take
         admitted = {a.task_run_id for a in admission.admitted}
         changes.hold(
@@ -135,8 +141,9 @@ class FlowGate:
              for tid in admission.waiting if tid not in admitted},
             read.gated,
         )
-        locked = {run.id: run for run in runs}
         for chosen in admission.admitted:
+            if chosen.lane is not None:
+                changes.lanes.setdefault(chosen.lane, []).append(chosen.task_run_id)
             if chosen.task_run_id in admission.waiting:
                 continue  # one of this batch's dispatches: ``hold`` let it go
             run = locked.get(chosen.run_id)
@@ -172,6 +179,23 @@ def needs_of(run: RunRecord, task: str, limits: OperatorLimits) -> tuple[KeyNeed
         tenant = TENANT + run.job.tenant
         needs.extend(KeyNeed(key) for key in (kind, tenant) if key in limits.limits)
     return tuple(needs)
+
+
+def _lane_group(locked: dict[uuid.UUID, RunRecord]) -> LaneGroup:
+    """What may share a lane: a run this transaction holds, one queue of it.
+
+    A lane's attempts go in one message, dispatched with the batch; a waiter of another
+    run is sent a ``redeliver`` and goes alone.
+    """
+
+    def group(run_id: uuid.UUID, task: str) -> Hashable | None:
+        run = locked.get(run_id)
+        if run is None or task not in run.job.tasks:
+            return None
+        definition = run.job.tasks[task]
+        return run_id, dispatched_as(definition.type, definition.binding)
+
+    return group
 
 
 def _still_ready(run: RunRecord, task: str, attempt: int) -> bool:

@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg import Connection
 
-from common.domain.flow import Candidate, admit
+from common.domain.flow import Candidate, admit, lanes
 from common.domain.flow_spec import KEY, RATE, TENANT
 from common.persistence.arrays import literal, literals
 from common.persistence.pipelined import Executes, Rows
@@ -35,12 +35,14 @@ from common.persistence.queries import (
     HELD_FLOW_SLOTS,
     INSERT_FLOW_WAITERS,
     LOCK_FLOW_KEYS,
+    PIN_INDEX,
     PIN_ORDER,
     PIN_PLAN,
     READ_FLOW_LIMITS,
     RELEASE_FLOW,
     TAKE_FLOW_SLOTS,
     TRY_LOCK_FLOW_KEY,
+    UNPIN_INDEX,
     UNPIN_ORDER,
     UNPIN_PLAN,
 )
@@ -49,6 +51,15 @@ from common.persistence.queries import (
 # at as many as it could admit (what it released and what it holds), and a few more.
 PER_TENANT = 256
 AT_LEAST = 8
+# Lanes (``common.domain.flow.lanes``): a concurrency limit of n >= LANES_FROM lets a
+# lane take up to n attempts, at most LANE_DEPTH. A lane is one broker message (a worker
+# pays ~2 ms of CPU a message here, so a fan-out of short tasks needs long lanes: 8 made
+# a limit of 50 run at 0.6 of no limit, 32 at 0.86), and it costs priority its length:
+# an urgent task waits for a lane to end while the others go on, about as many starts
+# as a lane is long, a round of the limit at most. Narrow limits, where one start
+# matters, get none.
+LANES_FROM = 8
+LANE_DEPTH = 32
 # How old a process's copy of the operators' limits may be (``FlowGate.limits``): a
 # change takes effect within it.
 LIMITS_TTL = timedelta(seconds=1)
@@ -78,12 +89,21 @@ class Waiter:
 
 @dataclass(frozen=True)
 class Admitted:
-    """A waiter that may go now: its slots are taken in this transaction."""
+    """A waiter that may go now: its slots are taken in this transaction.
+
+    ``lane``: its lane's lead, itself for the lead (a lane's attempts go in one message
+    and run one after another); None for an attempt alone.
+    """
 
     task_run_id: uuid.UUID
     run_id: uuid.UUID
     task: str
     attempt: int
+    lane: uuid.UUID | None = None
+
+
+# What may share a lane, for a waiter's run and task (``Candidate.group``); None: alone.
+LaneGroup = Callable[[uuid.UUID, str], Hashable | None]
 
 
 @dataclass(frozen=True)
@@ -110,20 +130,24 @@ class OperatorLimits:
 class Slots:
     """The rows an admission writes, in the transaction that decided it.
 
-    A slot per key of each admitted attempt (rate keys too: they mark it admitted), a
-    start per rated key, and their waits gone. The engine writes them in its batch's
-    pipeline (``scheduler.engine.writer``), the beat at once (:meth:`write`).
+    A slot per key of each admitted attempt (rate keys too: they mark it admitted; one
+    admitted in a lane names the lane's lead), a start per rated key, and their waits gone. The
+    engine writes them in its batch's pipeline (``scheduler.engine.writer``), the beat at
+    once (:meth:`write`).
     """
 
-    slots: list[tuple[str, uuid.UUID, int, str, datetime]] = field(default_factory=list)
+    slots: list[tuple[str, uuid.UUID, int, str, datetime, uuid.UUID | None]] = field(
+        default_factory=list)
     starts: list[tuple[str, datetime]] = field(default_factory=list)
     admitted: list[uuid.UUID] = field(default_factory=list)
 
     def write(self, cur: Executes) -> None:
         """One statement, none when nothing was admitted."""
         if self.admitted:
+            cur.execute(PIN_INDEX)
             cur.execute(TAKE_FLOW_SLOTS, literals([
-                *_columns(self.slots, 5), *_columns(self.starts, 2), self.admitted]))
+                *_columns(self.slots, 6), *_columns(self.starts, 2), self.admitted]))
+            cur.execute(UNPIN_INDEX)
 
     def __add__(self, other: Slots) -> Slots:
         return Slots(self.slots + other.slots, self.starts + other.starts,
@@ -199,10 +223,16 @@ class PendingAdmission:
                           now=now, per_tenant=per_tenant)
         return PendingAdmission(limits, now, per_tenant, locked, sent)
 
-    def decide(self, conn: Connection[Any], turns: dict[str, str]) -> Admission:
-        """Read what was sent and decide; released keys not locked get a pass of their own."""
+    def decide(
+        self, conn: Connection[Any], turns: dict[str, str], lane_group: LaneGroup | None = None,
+    ) -> Admission:
+        """Read what was sent and decide; released keys not locked get a pass of their own.
+
+        With ``lane_group``, a backlog on a wide concurrency limit is admitted in lanes
+        (``common.domain.flow.lanes``) among the waiters it groups together.
+        """
         read = self.sent.read()
-        admission = _decide(conn, read, self.limits, self.now, turns)
+        admission = _decide(conn, read, self.limits, self.now, turns, lane_group=lane_group)
         extra = read.released - set(self.locked)
         if not extra:
             return admission
@@ -250,8 +280,12 @@ class _Sent:
         keys = literal(locked)
         if locked:
             conn.execute(LOCK_FLOW_KEYS, (keys,))
-        released = conn.execute(RELEASE_FLOW, {"ids": literal(release)}) if release else None
-        holding = conn.execute(HELD_FLOW_SLOTS, (literal(attempts),)) if hold else None
+        released = None
+        if release:
+            conn.execute(PIN_INDEX)
+            released = conn.execute(RELEASE_FLOW, {"ids": literal(release)})
+            conn.execute(UNPIN_INDEX)
+        holding = conn.execute(HELD_FLOW_SLOTS, {"ids": literal(attempts)}) if hold else None
         if hold:
             conn.execute(INSERT_FLOW_WAITERS, literals(_waiter_columns(hold, now)))
         candidates = usage = None
@@ -297,7 +331,7 @@ def in_key_order(conn: Executes, *statements: tuple[str, Any]) -> list[Rows]:
 
 def _decide(
     conn: Connection[Any], read: _Read, limits: OperatorLimits, now: datetime,
-    turns: dict[str, str],
+    turns: dict[str, str], *, lane_group: LaneGroup | None = None,
 ) -> Admission:
     """Which of the candidates read go (the pure core's answer), and why the rest wait."""
     if not read.rows:
@@ -309,7 +343,8 @@ def _decide(
                                                         for n in ns} - set(read.locked))
     candidates = [
         Candidate(id=tid, tenant=row[5], priority=row[6], order=row[7],
-                  keys=tuple(n.key for n in needs[tid]))
+                  keys=tuple(n.key for n in needs[tid]),
+                  group=lane_group(row[2], row[3]) if lane_group else None)
         for tid, row in waiters.items() if all(n.key in usable for n in needs[tid])
     ]
     limits = _known_to_bound(conn, limits, needs)
@@ -319,14 +354,15 @@ def _decide(
                     limits.weights, read.started, turns.get(scope))
     if decided.last_turn is not None:
         turns[scope] = decided.last_turn
-    chosen = [waiters[c.id] for c in decided.admitted]
     for candidate in decided.admitted:
         for key in candidate.keys:
             if key in room:
                 room[key].used += 1
+    chosen = [(waiters[c.id], waiters[lane[0].id][1] if len(lane) > 1 else None)
+              for lane in lanes(decided.admitted, candidates, _depths(room)) for c in lane]
     return Admission(
-        [Admitted(row[1], row[2], row[3], row[4]) for row in chosen],
-        _reasons(waiters, needs, room, {row[1] for row in chosen}, usable),
+        [Admitted(row[1], row[2], row[3], row[4], lane) for row, lane in chosen],
+        _reasons(waiters, needs, room, {row[1] for row, _ in chosen}, usable),
         read.waiting, _slots(chosen, needs, now),
     )
 
@@ -348,6 +384,16 @@ class _Room:
         if self.per_s is not None:
             return f"rate {name} {self.limit}/{self.per_s:g}s"
         return f"concurrency {name} {self.used}/{self.limit}"
+
+
+def _depths(room: Mapping[str, _Room]) -> dict[str, int]:
+    """How long a lane each limited key allows.
+
+    A rate none (its starts are counted at admission, in the window then); a concurrency
+    limit of n up to n (and LANE_DEPTH), none under LANES_FROM.
+    """
+    return {key: 1 if r.per_s is not None or r.limit < LANES_FROM
+            else min(LANE_DEPTH, r.limit) for key, r in room.items()}
 
 
 def _known_to_bound(
@@ -441,12 +487,16 @@ def _room(
                      per) for k, (limit, per) in bounds.items()}
 
 
-def _slots(chosen: list[Any], needs: Mapping[uuid.UUID, list[KeyNeed]], now: datetime) -> Slots:
-    """The rows the admitted take (``Slots``)."""
+def _slots(
+    chosen: list[tuple[Any, uuid.UUID | None]], needs: Mapping[uuid.UUID, list[KeyNeed]],
+    now: datetime,
+) -> Slots:
+    """The rows the admitted take (``Slots``), each with its lane's lead if it follows one."""
     return Slots(
-        [(n.key, row[1], row[4], row[5], now) for row in chosen for n in needs[row[1]]],
-        [(n.key, now) for row in chosen for n in needs[row[1]] if n.key.startswith(RATE)],
-        [row[1] for row in chosen],
+        [(n.key, row[1], row[4], row[5], now, lane) for row, lane in chosen
+         for n in needs[row[1]]],
+        [(n.key, now) for row, _ in chosen for n in needs[row[1]] if n.key.startswith(RATE)],
+        [row[1] for row, _ in chosen],
     )
 
 

@@ -20,8 +20,8 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from common.domain.flow_spec import KEY, RATE, TENANT, TYPE
 from common.persistence.db import driver
-from common.persistence.models import FlowLimit, FlowSlot, FlowWaiter
-from common.persistence.queries import ADOPT_TENANT_SLOTS, ADOPT_TYPE_SLOTS
+from common.persistence.models import FlowLimit, FlowWaiter
+from common.persistence.queries import ADOPT_TENANT_SLOTS, ADOPT_TYPE_SLOTS, FLOW_SLOTS_BY_KEY
 from scheduler.services.errors import InvalidInput, NotFound
 
 PREFIXES = (TYPE, TENANT, KEY, RATE)
@@ -30,7 +30,7 @@ MAX_NAME = 200
 
 @dataclass(frozen=True)
 class LimitView:
-    """A limit with what uses it now: attempts holding the key, attempts waiting."""
+    """A limit with what uses it now: its slots in use (a lane is one), attempts waiting."""
 
     key: str
     limit: int | None
@@ -101,7 +101,7 @@ def list_limits(session: Session, tenant: str | None = None) -> list[LimitView]:
     ``tenant:`` key, not other tenants'.
     """
     limits = {row.key: row for row in session.scalars(select(FlowLimit))}
-    active = _counts(session, FlowSlot.key)
+    active: dict[str, int] = dict(driver(session).execute(FLOW_SLOTS_BY_KEY).fetchall())
     waiting = _counts(session, FlowWaiter.key)
     views = []
     keys = set(limits) | set(active) | set(waiting)

@@ -72,6 +72,21 @@ def test_a_key_with_limit_two_never_has_more_than_two_active_across_three_jobs(
     assert most_at_once(spans) == 2
 
 
+def test_a_backlog_on_a_wide_limit_runs_in_lanes_and_never_past_the_limit(
+    api: httpx.Client, second_engine_and_worker: None,
+) -> None:
+    """Limit 8, 120 tasks of 0.3 s in two jobs on 12 worker threads: admitted in lanes (a
+    slot's attempts run one after another) across two engines and two workers."""
+    limit = [{"key": key(), "limit": 8}]
+    jobs = [submit(api, fan(f"lanes{i}", 60, "sleep", params={"seconds": 0.3},
+                            concurrency=limit)) for i in range(2)]
+    runs = [wait_run(api, job["run_id"], timeout_s=120) for job in jobs]
+    assert all(run["state"] == "COMPLETED" for run in runs)
+    assert most_at_once([span for run in runs for span in intervals(run)]) <= 8
+    listed = {row["key"] for row in api.get("/limits").json()["data"]}
+    assert f"key:{limit[0]['key']}" not in listed  # no slot held, nothing waiting
+
+
 def test_a_rate_of_ten_per_five_seconds_is_kept(
     api: httpx.Client, second_engine_and_worker: None,
 ) -> None:

@@ -102,7 +102,8 @@ def _system_families(
 def _flow_families(views: list[LimitView]) -> list[Metric]:
     """Flow control by key: attempts holding it, attempts held for it, its limit."""
     return [
-        _gauge("stellwerk_flow_active", "Attempts holding a flow key's slot (issue 16).",
+        _gauge("stellwerk_flow_active", "A flow key's slots in use (issue 16; a lane of "
+               "attempts run one after another holds one).",
                ["key"], [((v.key,), v.active) for v in views]),
         _gauge("stellwerk_flow_held", "READY attempts held back waiting for a flow key.",
                ["key"], [((v.key,), v.waiting) for v in views]),

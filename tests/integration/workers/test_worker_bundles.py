@@ -168,3 +168,27 @@ def test_a_single_attempt_given_up_between_its_claim_and_its_start_is_not_begun(
     inbox.drain()
     assert [len(inbox.for_attempt(a)) for a in (attempt, other)] == [0, 1]
     assert worker_redis.get(claim_key(attempt.idempotency_key)) == b"w1"  # still held
+
+
+def test_a_lane_runs_all_its_attempts_in_order_however_slow(
+    registry: Registry, worker_redis: redis.Redis, inbox: ResultInbox, make_dispatch: MakeDispatch,
+) -> None:
+    """A lane's attempts share one flow slot: handed back, they could run side by side."""
+    executor = make_executor(registry, worker_redis, spill_after_ms=50)
+    queue = task_queue("held")
+    worker_redis.delete(queue)
+    attempts = [make_dispatch("held", params={"n": n}) for n in range(5)]
+    lane = TaskBundle(queue=queue, dispatches=[a.model_dump(mode="json") for a in attempts],
+                      lane=True).model_dump(mode="json")
+    RELEASE.clear()
+    runner = threading.Thread(target=executor.handle_bundle, args=(lane, "w1"))
+    runner.start()
+    time.sleep(0.5)  # ten times the spill's delay: nothing to await, it must not happen
+    assert worker_redis.llen(queue) == 0
+    RELEASE.set()
+    runner.join(10)
+    inbox.drain()
+    ends = [[r for r in inbox.for_attempt(a) if r.kind == "finished"] for a in attempts]
+    assert [[r.outcome for r in end] for end in ends] == [["COMPLETED"]] * 5
+    finished = [end[0].at for end in ends]
+    assert finished == sorted(finished)

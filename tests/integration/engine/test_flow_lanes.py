@@ -1,0 +1,99 @@
+"""Lanes in the engine's transaction (issue 16): a backlog on a wide limit, admitted in
+lanes that each hold one slot and travel as one message.
+
+Real PostgreSQL and Redis, the engine's batch applier driven by hand (``Engine`` of
+``test_flow_gate``); each test's key carries a fresh suffix.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+
+from sqlalchemy import select, text
+
+from common.config import Settings
+from common.messaging.messages import EXECUTE_BUNDLE_TASK, EXECUTE_TASK, Activation
+from common.persistence.models import OutboxMessage
+from tests.integration.engine.test_flow_gate import Engine, fan_out
+
+
+def slots(engine: Engine, key: str) -> tuple[int, int]:
+    """The key's slot rows, and its slots in use (lanes counted once)."""
+    with engine.sessions() as session:
+        rows, lanes = session.execute(text(
+            "SELECT count(*), count(DISTINCT coalesce(lane, task_run_id)) FROM flow_slots "
+            "WHERE key = :k"), {"k": key}).one()
+    return int(rows), int(lanes)
+
+
+def messages(engine: Engine, run_id: uuid.UUID) -> list[tuple[str, bool, list[str]]]:
+    """The run's dispatch messages in the outbox: kind, lane or not, its tasks."""
+    with engine.sessions() as session:
+        rows = session.execute(select(OutboxMessage.task_name, OutboxMessage.payload).where(
+            OutboxMessage.task_name.in_([EXECUTE_TASK, EXECUTE_BUNDLE_TASK]))).all()
+    out = []
+    for kind, payload in rows:
+        items = payload["dispatches"] if kind == EXECUTE_BUNDLE_TASK else [payload]
+        if str(run_id) in {item["run_id"] for item in items}:
+            out.append((kind, bool(payload.get("lane")), [item["task"] for item in items]))
+    return out
+
+
+def test_a_backlog_on_a_wide_limit_goes_in_lanes_that_each_take_one_slot(
+    quiet_settings: Settings,
+) -> None:
+    engine = Engine(quiet_settings)
+    key = f"db-{uuid.uuid4().hex[:8]}"
+    run_id = engine.submit(fan_out("job", 100, concurrency=[{"key": key, "limit": 8}]))
+    engine.start(run_id)
+    waiting = Counter(engine.states([run_id]).values())
+    assert waiting == {None: 64, f"concurrency {key} 8/8": 36}
+    assert slots(engine, f"key:{key}") == (64, 8)
+    sent = messages(engine, run_id)
+    assert [(kind, lane, len(tasks)) for kind, lane, tasks in sent] == [
+        (EXECUTE_BUNDLE_TASK, True, 8)] * 8
+    laned = {task for _, _, tasks in sent for task in tasks}
+    assert laned == {name for (_, name), w in engine.states([run_id]).items() if w is None}
+
+
+def test_a_lane_frees_its_slot_when_its_last_attempt_ends(quiet_settings: Settings) -> None:
+    engine = Engine(quiet_settings)
+    key = f"db-{uuid.uuid4().hex[:8]}"
+    run_id = engine.submit(fan_out("job", 80, concurrency=[{"key": key, "limit": 8}]))
+    engine.start(run_id)
+    lane = next(tasks for _, _, tasks in messages(engine, run_id))
+    for task in lane[:-1]:
+        engine.finish(run_id, task)
+    assert slots(engine, f"key:{key}") == (57, 8)
+    assert sum(w is None for w in engine.states([run_id]).values()) == 57
+    engine.finish(run_id, lane[-1])
+    assert slots(engine, f"key:{key}") == (64, 8)  # a new lane of 8 took the slot
+    assert Counter(engine.states([run_id]).values()) == {
+        None: 64, f"concurrency {key} 8/8": 8}
+
+
+def test_an_attempt_of_a_lane_sent_again_leaves_it_and_waits(quiet_settings: Settings) -> None:
+    """A ``redeliver`` (its message lost with Redis) must not send it alone beside its lane."""
+    engine = Engine(quiet_settings)
+    key = f"db-{uuid.uuid4().hex[:8]}"
+    run_id = engine.submit(fan_out("job", 70, concurrency=[{"key": key, "limit": 8}]))
+    engine.start(run_id)
+    lane = next(tasks for _, _, tasks in messages(engine, run_id))
+    attempt = engine.task(run_id, lane[3]).attempt
+    engine.send(Activation(run_id=run_id, signal="redeliver", task=lane[3], attempt=attempt))
+    assert engine.task(run_id, lane[3]).waiting_for == f"concurrency {key} 8/8"
+    assert slots(engine, f"key:{key}") == (63, 8)
+
+
+def test_narrow_limits_and_rates_admit_no_lanes(quiet_settings: Settings) -> None:
+    engine = Engine(quiet_settings)
+    narrow, rated = (f"{name}-{uuid.uuid4().hex[:8]}" for name in ("db", "api"))
+    first = engine.submit(fan_out("narrow", 20, concurrency=[{"key": narrow, "limit": 7}]))
+    second = engine.submit(fan_out("rated", 20, concurrency=[{"key": narrow + "w", "limit": 8}],
+                                   rate={"key": rated, "limit": 8, "per": 60}))
+    engine.start(first)
+    engine.start(second)
+    assert slots(engine, f"key:{narrow}") == (7, 7)
+    assert slots(engine, f"key:{narrow}w") == (8, 8)
+    assert not any(lane for run in (first, second) for _, lane, _ in messages(engine, run))

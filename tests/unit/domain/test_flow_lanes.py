@@ -1,0 +1,104 @@
+"""Lanes (``common.domain.flow.lanes``): an admitted candidate's followers in its slot.
+
+Properties over random candidates, admissions and depths:
+- every candidate is in at most one lane, and every admitted one leads its own;
+- followers share the lead's tenant, keys and group, and were not admitted;
+- a lane is no longer than the lowest depth of its keys (1 with no key in ``depth``);
+- within a pool (tenant, keys, group), followers are taken best first, so no one left
+  behind is better than a follower of that pool;
+- the admitted's room is untouched: the lanes are exactly as many as the admitted.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from common.domain.flow import Candidate, lanes
+
+KEYS = ["key:a", "key:b", "rate:r"]
+
+
+@st.composite
+def situations(draw: st.DrawFn) -> tuple[list[Candidate], list[Candidate], dict[str, int]]:
+    n = draw(st.integers(0, 40))
+    candidates = [
+        Candidate(
+            id=i, tenant=draw(st.sampled_from(["t1", "t2"])), priority=draw(st.integers(0, 3)),
+            order=i, keys=tuple(sorted(draw(st.sets(st.sampled_from(KEYS), max_size=2)))),
+            group=draw(st.sampled_from([None, "run-1", "run-2"])),
+        )
+        for i in range(n)
+    ]
+    admitted = draw(st.lists(st.sampled_from(candidates), unique_by=lambda c: c.id)
+                    if candidates else st.just([]))
+    depth = draw(st.dictionaries(st.sampled_from(["key:a", "key:b"]), st.integers(1, 5)))
+    return candidates, admitted, {**depth, "rate:r": 1}
+
+
+@given(situations())
+def test_each_candidate_is_in_one_lane_at_most_and_each_admitted_leads_one(
+    situation: tuple[list[Candidate], list[Candidate], dict[str, int]],
+) -> None:
+    candidates, admitted, depth = situation
+    result = lanes(admitted, candidates, depth)
+    assert [lane[0] for lane in result] == admitted
+    ids = [c.id for lane in result for c in lane]
+    assert len(ids) == len(set(ids))
+
+
+@given(situations())
+def test_followers_share_tenant_keys_and_group_and_were_not_admitted(
+    situation: tuple[list[Candidate], list[Candidate], dict[str, int]],
+) -> None:
+    candidates, admitted, depth = situation
+    chosen = {c.id for c in admitted}
+    for lead, *followers in lanes(admitted, candidates, depth):
+        for follower in followers:
+            assert follower.id not in chosen
+            assert lead.group is not None
+            assert (follower.tenant, follower.keys, follower.group) == (
+                lead.tenant, lead.keys, lead.group)
+
+
+@given(situations())
+def test_a_lane_is_no_longer_than_its_keys_allow(
+    situation: tuple[list[Candidate], list[Candidate], dict[str, int]],
+) -> None:
+    candidates, admitted, depth = situation
+    for lane in lanes(admitted, candidates, depth):
+        bound = min((depth[k] for k in lane[0].keys if k in depth), default=1)
+        assert len(lane) <= bound
+        if "rate:r" in lane[0].keys:
+            assert len(lane) == 1
+
+
+@given(situations())
+def test_followers_are_the_best_of_their_pool(
+    situation: tuple[list[Candidate], list[Candidate], dict[str, int]],
+) -> None:
+    candidates, admitted, depth = situation
+    result = lanes(admitted, candidates, depth)
+    laned = {c.id for lane in result for c in lane}
+    for lead, *followers in result:
+        pool = [c for c in candidates if c.id not in laned and lead.group is not None
+                and (c.tenant, c.keys, c.group) == (lead.tenant, lead.keys, lead.group)]
+        for follower in followers:
+            assert all((c.priority, -c.order) <= (follower.priority, -follower.order)
+                       for c in pool)
+
+
+def test_a_backlog_on_one_key_fills_lanes_in_priority_then_ready_order() -> None:
+    backlog = [Candidate(id=i, tenant="t", priority=9 if i == 7 else 0, order=i,
+                         keys=("key:db",), group="run") for i in range(10)]
+    result = lanes(backlog[:2], backlog, {"key:db": 3})
+    assert [[c.id for c in lane] for lane in result] == [[0, 7, 2], [1, 3, 4]]
+
+
+def test_without_a_group_or_a_bounded_key_a_candidate_goes_alone() -> None:
+    alone = Candidate(id=1, tenant="t", priority=0, order=1, keys=("key:db",))
+    other = Candidate(id=2, tenant="t", priority=0, order=2, keys=("key:db",))
+    assert lanes([alone], [alone, other], {"key:db": 4}) == [[alone]]
+    grouped = [Candidate(id=i, tenant="t", priority=0, order=i, keys=("type:x",), group="r")
+               for i in range(3)]
+    assert lanes(grouped[:1], grouped, {"key:db": 4}) == [grouped[:1]]
