@@ -10,6 +10,11 @@ it, the watchdog hands every attempt not yet begun back to the queue as a single
 dispatch, its claim dropped in the same Redis call, where idle threads and other
 workers pick them up. An attempt is never both run here and handed back: the thread
 and the watchdog take items from the same queue under one lock.
+
+A lane (``TaskBundle.lane``: attempts that share one flow slot) must not run side by
+side, so a slow one's rest goes back to the engine instead (a ``redeliver`` for each,
+claims dropped in the same call), where it waits for a slot again: a lane of slow
+attempts would otherwise hold a backlog behind it that a more urgent task cannot pass.
 """
 
 from __future__ import annotations
@@ -30,9 +35,11 @@ class BundleItems:
     """The claimed attempts of one bundle not yet begun; the watchdog may spill them."""
 
     def __init__(
-        self, queue: str, dispatches: list[TaskDispatch], holdings: Holdings, worker: str
+        self, queue: str, dispatches: list[TaskDispatch], holdings: Holdings, worker: str, *,
+        lane: bool = False,
     ) -> None:
         self._queue = queue
+        self._lane = lane
         self._pending = deque(dispatches)
         self._holdings = holdings
         self._worker = worker
@@ -54,9 +61,13 @@ class BundleItems:
             if not self._pending:
                 return
             spilled = list(self._pending)
-            self._holdings.hand_back(self._queue, spilled, self._worker)
+            if self._lane:
+                self._holdings.give_back(spilled, self._worker)
+            else:
+                self._holdings.hand_back(self._queue, spilled, self._worker)
             self._pending.clear()
-        logger.info("bundle on %s slow: %d attempts handed back", self._queue, len(spilled))
+        logger.info("%s on %s slow: %d attempts handed back%s", "lane" if self._lane else
+                    "bundle", self._queue, len(spilled), " to the engine" if self._lane else "")
 
 
 class ResultBuffer:

@@ -98,7 +98,8 @@ class Executor:
     def handle_bundle(self, payload: object, worker: str) -> None:
         """Run a bundle's attempts in order; after ``spill_after`` share what is left.
 
-        Not a lane's (``TaskBundle.lane``): its attempts hold one flow slot between them.
+        A lane's rest (``TaskBundle.lane``: its attempts hold one flow slot) goes back to
+        the engine, not to the queue (``workers.bundle``).
         """
         try:
             bundle = TaskBundle.model_validate(payload)
@@ -110,9 +111,8 @@ class Executor:
         claimed_at = time.monotonic()  # before the claim: a stop during it counts
         allowed = self._holdings.claim(dispatches, worker)
         mine = [dispatch for dispatch, won in zip(dispatches, allowed, strict=True) if won]
-        items = BundleItems(bundle.queue, mine, self._holdings, worker)
-        if not bundle.lane:  # a lane's attempts share one flow slot: never spilled
-            self._watchdog.schedule(claimed_at + self._spill_after_s, items, 0)
+        items = BundleItems(bundle.queue, mine, self._holdings, worker, lane=bundle.lane)
+        self._watchdog.schedule(claimed_at + self._spill_after_s, items, 0)
         size = 1
         while chunk := items.take(size):
             began = time.monotonic()

@@ -18,6 +18,7 @@ import redis
 from common.messaging.keys import CLAIM_TTL, cancel_key, claim_key
 from common.messaging.liveness import worker_key
 from common.messaging.messages import EXECUTE_TASK, TaskDispatch
+from common.messaging.signals import activation
 from common.messaging.wire import envelope
 
 logger = logging.getLogger(__name__)
@@ -84,6 +85,21 @@ def hand_back(
         envelope(queue, EXECUTE_TASK, d.model_dump(mode="json"), d.idempotency_key)
         for d in dispatches
     ]
+    client.eval(HAND_BACK_SCRIPT, len(keys), *keys, worker, *messages)
+
+
+def give_back(client: redis.Redis, dispatches: Sequence[TaskDispatch], worker: str) -> None:
+    """Give up ``worker``'s claims of a lane's ``dispatches``; have the engine send them again.
+
+    A ``redeliver`` for each, atomically with the claims: it puts an attempt of a lane
+    back among the waiters. Queued again as they are, they could run beside the lane's
+    others.
+    """
+    if not dispatches:
+        return
+    signals = [activation(d.run_id, "redeliver", d.task, d.attempt) for d in dispatches]
+    keys = [claim_key(d.idempotency_key) for d in dispatches] + [s.queue for s in signals]
+    messages = [envelope(s.queue, s.task_name, s.payload, s.task_id) for s in signals]
     client.eval(HAND_BACK_SCRIPT, len(keys), *keys, worker, *messages)
 
 

@@ -28,7 +28,7 @@ from datetime import timedelta
 import redis
 from redis.client import Pipeline
 
-from common.messaging.claims import claim, hand_back
+from common.messaging.claims import claim, give_back, hand_back
 from common.messaging.epoch import current_epoch
 from common.messaging.keys import CLAIM_TTL, FINISHED_CLAIM_TTL, claim_key
 from common.messaging.messages import RESULTS_QUEUE, TaskDispatch
@@ -117,6 +117,14 @@ class Holdings:
     def hand_back(self, queue: str, dispatches: Sequence[TaskDispatch], worker: str) -> None:
         """Queue claimed attempts again for others to run (a slow bundle's rest)."""
         hand_back(self._redis, queue, dispatches, worker)
+        self._forget(dispatches)
+
+    def give_back(self, dispatches: Sequence[TaskDispatch], worker: str) -> None:
+        """Return claimed attempts to the engine, to wait again (a slow lane's rest)."""
+        give_back(self._redis, dispatches, worker)
+        self._forget(dispatches)
+
+    def _forget(self, dispatches: Sequence[TaskDispatch]) -> None:
         with self._lock:
             for dispatch in dispatches:
                 self._held.pop(dispatch.idempotency_key, None)

@@ -8,7 +8,14 @@ import pytest
 import redis
 
 from common.messaging.keys import cancel_key, claim_key
-from common.messaging.messages import EXECUTE_TASK, TaskBundle, TaskDispatch, task_queue
+from common.messaging.messages import (
+    ACTIVATE_TASK,
+    ACTIVATION_QUEUE,
+    EXECUTE_TASK,
+    TaskBundle,
+    TaskDispatch,
+    task_queue,
+)
 from common.messaging.publisher import Publisher
 from common.messaging.wire import open_envelope
 from tests.integration.workers.conftest import MakeDispatch, ResultInbox
@@ -170,25 +177,33 @@ def test_a_single_attempt_given_up_between_its_claim_and_its_start_is_not_begun(
     assert worker_redis.get(claim_key(attempt.idempotency_key)) == b"w1"  # still held
 
 
-def test_a_lane_runs_all_its_attempts_in_order_however_slow(
+def test_a_slow_lane_gives_what_it_has_not_begun_back_to_the_engine(
     registry: Registry, worker_redis: redis.Redis, inbox: ResultInbox, make_dispatch: MakeDispatch,
 ) -> None:
-    """A lane's attempts share one flow slot: handed back, they could run side by side."""
+    """A lane's attempts share one flow slot: queued again they could run side by side, so
+    they go back to the engine (``redeliver``) to wait for a slot again."""
     executor = make_executor(registry, worker_redis, spill_after_ms=50)
     queue = task_queue("held")
-    worker_redis.delete(queue)
+    worker_redis.delete(queue, ACTIVATION_QUEUE)
     attempts = [make_dispatch("held", params={"n": n}) for n in range(5)]
     lane = TaskBundle(queue=queue, dispatches=[a.model_dump(mode="json") for a in attempts],
                       lane=True).model_dump(mode="json")
     RELEASE.clear()
     runner = threading.Thread(target=executor.handle_bundle, args=(lane, "w1"))
     runner.start()
-    time.sleep(0.5)  # ten times the spill's delay: nothing to await, it must not happen
-    assert worker_redis.llen(queue) == 0
+    deadline = time.monotonic() + 10
+    while worker_redis.llen(ACTIVATION_QUEUE) < 4:
+        assert time.monotonic() < deadline, "the slow lane was not given back"
+        time.sleep(0.01)
     RELEASE.set()
     runner.join(10)
+    assert worker_redis.llen(queue) == 0
+    given = [open_envelope(raw) for raw in reversed(worker_redis.lrange(ACTIVATION_QUEUE, 0, -1))]
+    assert [(m.task_name, m.payload["signal"], m.payload["task"], m.payload["attempt"])
+            for m in given] == [(ACTIVATE_TASK, "redeliver", a.task, a.attempt)
+                                for a in attempts[1:]]
     inbox.drain()
-    ends = [[r for r in inbox.for_attempt(a) if r.kind == "finished"] for a in attempts]
-    assert [[r.outcome for r in end] for end in ends] == [["COMPLETED"]] * 5
-    finished = [end[0].at for end in ends]
-    assert finished == sorted(finished)
+    assert [r.outcome for r in inbox.for_attempt(attempts[0]) if r.kind == "finished"] == [
+        "COMPLETED"]
+    assert all(inbox.for_attempt(a) == [] for a in attempts[1:])
+    assert all(worker_redis.get(claim_key(a.idempotency_key)) is None for a in attempts[1:])
