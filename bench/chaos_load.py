@@ -35,7 +35,8 @@ FLOW_KEY = "chaos-flaky"
 FLOW_LIMIT = 2
 # Every LANE_EVERY-th DAG job splits also into LANE_TASKS short tasks on a key of limit
 # LANE_LIMIT, wide enough to be admitted in lanes (a slot's attempts run one after
-# another, ``common.domain.flow.lanes``): the checks hold their ACTIVE intervals to it.
+# another, ``common.domain.flow.lanes``; a third of them sleep past the 200 ms after which
+# a lane gives back what it has not begun): the checks hold their executions to it.
 LANE_KEY = "chaos-lanes"
 LANE_LIMIT = 8
 LANE_TASKS = 24
@@ -82,8 +83,8 @@ def dag_job(index: int, rng: random.Random, ctx: TaskContextSpec) -> dict[str, A
         {**shell_task("flaky", ctx, sleep_s=0.5, fail_until=rng.choice([0, 1]), retries=2,
                       next_=["join"]),
          "concurrency": [{"key": FLOW_KEY, "limit": FLOW_LIMIT}]},
-        *({**shell_task(name, ctx, fail_until=rng.choice([0, 0, 1]), retries=1,
-                        next_=["join"]),
+        *({**shell_task(name, ctx, sleep_s=rng.choice([0.05, 0.05, 0.3]),
+                        fail_until=rng.choice([0, 0, 1]), retries=1, next_=["join"]),
            "concurrency": [{"key": LANE_KEY, "limit": LANE_LIMIT}]} for name in lanes),
         shell_task("join", ctx, next_=["report"]),
         shell_task("report", ctx),
