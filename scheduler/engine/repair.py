@@ -14,7 +14,10 @@ the engine ignores it when that no longer holds.
   it has published it).
 - READY attempts nobody has claimed: their dispatch may never have reached a worker.
   They are dispatched again under the same attempt number; a copy still on its way is
-  skipped by the worker's claim, so at most one runs. An attempt running on a live
+  skipped by the worker's claim, so at most one runs. Not an attempt of a lane
+  (``common.domain.flow.lanes``) admitted in the current epoch: its lane's message is
+  still in Redis, and sent again alone (it leaves the lane and waits) it could run
+  beside the lane's others once that message is taken. An attempt running on a live
   worker is claimed again by that worker within a refresh of the new epoch
   (``common.messaging.holdings``); :class:`Repair` waits ``REASSERT_GRACE`` into an
   epoch before it looks, so only what nobody holds is sent again.
@@ -33,7 +36,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import redis
@@ -49,7 +52,7 @@ from common.messaging.messages import Signal
 from common.messaging.signals import activation
 from common.outage import Outage
 from common.persistence.db import driver
-from common.persistence.models import Run, TaskRun
+from common.persistence.models import FlowSlot, Run, TaskRun
 from common.persistence.outbox import OutboxRelay, enqueue
 from common.persistence.queries import REPAIR_FLOW_SLOTS, REPAIR_FLOW_WAITERS, UNRECORDED_HELD
 from common.unreachable import outage_wait
@@ -70,9 +73,11 @@ def resend_lost(
     """Send every signal whose message may be lost; return how many were sent."""
     relay.relay_pending()
     claims = ClaimHolders(client)
+    epoch_began = datetime.fromtimestamp(current_epoch(client).began_s, UTC)
     now = clock()
     with sessions.begin() as session:
-        ids = settle_stopping_runs(session) + redeliver_unclaimed(session, claims)
+        ids = settle_stopping_runs(session) + redeliver_unclaimed(session, claims,
+                                                                  epoch_began)
         ids += repair_flow(session)
         ids += resend_marked_signals(session, now)
         stopping = attempts_to_stop(session)
@@ -99,14 +104,22 @@ def settle_stopping_runs(session: Session) -> list[int]:
     return enqueue(session, [activation(run_id, "reconcile") for run_id in ids])
 
 
-def redeliver_unclaimed(session: Session, claims: ClaimHolders) -> list[int]:
+def redeliver_unclaimed(
+    session: Session, claims: ClaimHolders, epoch_began: datetime | None = None,
+) -> list[int]:
     """``redeliver`` for READY attempts whose claim nobody holds.
 
-    Not those flow control holds: no message of theirs was sent (``repair_flow``).
+    Not those flow control holds: no message of theirs was sent (``repair_flow``). Nor,
+    with ``epoch_began``, those admitted in a lane since Redis's data began: their
+    message was sent to this Redis and is there until a worker takes it.
     """
     query = select(TaskRun.id, TaskRun.run_id, TaskRun.name, TaskRun.attempt).where(
         TaskRun.state == TaskState.READY.value, TaskRun.waiting_for.is_(None),
     ).order_by(TaskRun.id)
+    if epoch_began is not None:
+        query = query.where(~exists().where(
+            FlowSlot.task_run_id == TaskRun.id, FlowSlot.lane.is_not(None),
+            FlowSlot.at >= epoch_began))
     rows = session.execute(query).all()
     messages = []
     for start in range(0, len(rows), BATCH):

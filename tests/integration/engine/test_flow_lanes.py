@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 
-from sqlalchemy import select, text
+import redis
+from sqlalchemy import delete, select, text
 
 from common.config import Settings
+from common.messaging.claims import ClaimHolders
+from common.messaging.epoch import current_epoch
 from common.messaging.messages import EXECUTE_BUNDLE_TASK, EXECUTE_TASK, Activation
-from common.persistence.models import OutboxMessage
+from common.persistence.models import FlowSlot, OutboxMessage, TaskRun
+from scheduler.engine import repair
 from tests.integration.engine.test_flow_gate import Engine, fan_out
 
 
@@ -97,3 +102,35 @@ def test_narrow_limits_and_rates_admit_no_lanes(quiet_settings: Settings) -> Non
     assert slots(engine, f"key:{narrow}") == (7, 7)
     assert slots(engine, f"key:{narrow}w") == (8, 8)
     assert not any(lane for run in (first, second) for _, lane, _ in messages(engine, run))
+
+
+def test_repair_sends_a_lane_again_only_once_redis_lost_its_message(
+    quiet_settings: Settings,
+) -> None:
+    """An engine's start finds a lane's attempts unclaimed while their message waits in
+    Redis: sent again alone they would run beside the lane's others. Only attempts
+    admitted before Redis's data began (their message lost with it) go again."""
+    engine = Engine(quiet_settings)
+    key = f"db-{uuid.uuid4().hex[:8]}"
+    run_id = engine.submit(fan_out("job", 24, concurrency=[{"key": key, "limit": 8}]))
+    client = redis.Redis.from_url(quiet_settings.require_urls()[1])
+    began = datetime.fromtimestamp(current_epoch(client).began_s, UTC)
+    engine.start(run_id)
+    with engine.sessions() as session:
+        laned = set(session.scalars(select(TaskRun.name).join(
+            FlowSlot, FlowSlot.task_run_id == TaskRun.id).where(
+            TaskRun.run_id == run_id, FlowSlot.lane.is_not(None))))
+    assert len(laned) == 24  # 8 lanes of 3
+    assert redelivered(engine, run_id, ClaimHolders(client), began) == set()
+    lost = datetime.now(UTC) + timedelta(seconds=1)  # Redis began again after the dispatch
+    assert redelivered(engine, run_id, ClaimHolders(client), lost) == laned
+
+
+def redelivered(engine: Engine, run_id: uuid.UUID, claims: ClaimHolders,
+                began: datetime) -> set[str]:
+    with engine.sessions.begin() as session:
+        ids = repair.redeliver_unclaimed(session, claims, began)
+        payloads = session.scalars(select(OutboxMessage.payload).where(
+            OutboxMessage.id.in_(ids))).all()
+        session.execute(delete(OutboxMessage).where(OutboxMessage.id.in_(ids)))
+    return {p["task"] for p in payloads if p["run_id"] == str(run_id)}

@@ -88,11 +88,31 @@ def test_followers_are_the_best_of_their_pool(
                        for c in pool)
 
 
-def test_a_backlog_on_one_key_fills_lanes_in_priority_then_ready_order() -> None:
+@given(situations())
+def test_lanes_that_share_followers_end_together(
+    situation: tuple[list[Candidate], list[Candidate], dict[str, int]],
+) -> None:
+    """Lanes of one pool differ by one attempt at most, unless the pool ran dry."""
+    candidates, admitted, depth = situation
+    result = lanes(admitted, candidates, depth)
+    laned = {c.id for lane in result for c in lane}
+    by_pool: dict[tuple[object, ...], list[int]] = {}
+    for lane in result:
+        if lane[0].group is not None:
+            pool = (lane[0].tenant, lane[0].keys, lane[0].group)
+            by_pool.setdefault(pool, []).append(len(lane))
+    for (tenant, keys, group), lengths in by_pool.items():
+        left = [c for c in candidates if c.id not in laned
+                and (c.tenant, c.keys, c.group) == (tenant, keys, group)]
+        assert max(lengths) - min(lengths) <= 1 or not left
+
+
+def test_a_backlog_on_one_key_is_dealt_round_its_lanes_best_first() -> None:
     backlog = [Candidate(id=i, tenant="t", priority=9 if i == 7 else 0, order=i,
                          keys=("key:db",), group="run") for i in range(10)]
     result = lanes(backlog[:2], backlog, {"key:db": 3})
-    assert [[c.id for c in lane] for lane in result] == [[0, 7, 2], [1, 3, 4]]
+    assert [[c.id for c in lane] for lane in result] == [[0, 7, 3], [1, 2, 4]]
+    assert [len(lane) for lane in lanes(backlog[:4], backlog, {"key:db": 8})] == [3, 3, 2, 2]
 
 
 def test_without_a_group_or_a_bounded_key_a_candidate_goes_alone() -> None:
