@@ -138,16 +138,19 @@ def _share(
 
 def lanes(
     admitted: Sequence[Candidate], candidates: Sequence[Candidate], depth: Mapping[str, int],
+    *, whole: bool = True,
 ) -> list[list[Candidate]]:
     """Each admitted candidate, followed by those that run after it in its slot.
 
     Followers are candidates not admitted of the same tenant, keys and ``group``, best
-    first (priority, then READY order), dealt round the lanes that share them, so that
-    those lanes end together (24 waiters on 8 slots: 3 each, not 8, 8, 3 and five
-    alone); a lane is at most as long as the lowest ``depth`` of its keys (a key not in
-    ``depth`` does not bound it, and a candidate with no key in it, or no group, goes
-    alone). A rated key must have depth 1: a follower starts later than it is admitted,
-    outside the window that counted it.
+    first (priority, then READY order). When ``candidates`` are the ``whole`` backlog
+    they are dealt round the lanes that share them, so that those lanes end together
+    (24 waiters on 8 slots: 3 each, not 8, 8, 3 and five alone); when more wait beyond
+    them, each lane is filled in turn (full lanes cost the fewest messages, and the
+    next admission has more to give). A lane is at most as long as the lowest ``depth``
+    of its keys (a key not in ``depth`` does not bound it, and a candidate with no key
+    in it, or no group, goes alone). A rated key must have depth 1: a follower starts
+    later than it is admitted, outside the window that counted it.
     """
     taken = {candidate.id for candidate in admitted}
     pools: dict[tuple[Hashable, ...], list[Candidate]] = defaultdict(list)
@@ -158,14 +161,16 @@ def lanes(
         pool.sort(key=lambda c: (c.priority, -c.order))
     out = [[lead] for lead in admitted]
     rooms = [min((depth[k] for k in lead.keys if k in depth), default=1) for lead in admitted]
+    per_turn = 1 if whole else max(rooms, default=1)
     dealing = True
     while dealing:
         dealing = False
         for lane, room in zip(out, rooms, strict=True):
             shared = pools.get(_lane_of(lane[0])) if lane[0].group is not None else None
-            if shared and len(lane) < room:
-                lane.append(shared.pop())
-                dealing = True
+            for _ in range(per_turn):
+                if shared and len(lane) < room:
+                    lane.append(shared.pop())
+                    dealing = True
     return out
 
 

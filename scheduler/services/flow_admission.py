@@ -232,7 +232,8 @@ class PendingAdmission:
         (``common.domain.flow.lanes``) among the waiters it groups together.
         """
         read = self.sent.read()
-        admission = _decide(conn, read, self.limits, self.now, turns, lane_group=lane_group)
+        admission = _decide(conn, read, self.limits, self.now, turns, lane_group=lane_group,
+                            whole=len(read.rows) < self.per_tenant)
         extra = read.released - set(self.locked)
         if not extra:
             return admission
@@ -331,7 +332,7 @@ def in_key_order(conn: Executes, *statements: tuple[str, Any]) -> list[Rows]:
 
 def _decide(
     conn: Connection[Any], read: _Read, limits: OperatorLimits, now: datetime,
-    turns: dict[str, str], *, lane_group: LaneGroup | None = None,
+    turns: dict[str, str], *, lane_group: LaneGroup | None = None, whole: bool = True,
 ) -> Admission:
     """Which of the candidates read go (the pure core's answer), and why the rest wait."""
     if not read.rows:
@@ -359,7 +360,8 @@ def _decide(
             if key in room:
                 room[key].used += 1
     chosen = [(waiters[c.id], waiters[lane[0].id][1] if len(lane) > 1 else None)
-              for lane in lanes(decided.admitted, candidates, _depths(room)) for c in lane]
+              for lane in lanes(decided.admitted, candidates, _depths(room), whole=whole)
+              for c in lane]
     return Admission(
         [Admitted(row[1], row[2], row[3], row[4], lane) for row, lane in chosen],
         _reasons(waiters, needs, room, {row[1] for row, _ in chosen}, usable),

@@ -118,6 +118,14 @@ def test_a_backlog_on_one_key_is_dealt_round_its_lanes_best_first() -> None:
     assert [len(lane) for lane in lanes(backlog[:4], backlog, {"key:db": 8})] == [3, 3, 2, 2]
 
 
+def test_a_backlog_read_in_part_fills_each_lane_in_turn() -> None:
+    """More wait beyond those read: full lanes cost the fewest messages."""
+    backlog = [Candidate(id=i, tenant="t", priority=0, order=i, keys=("key:db",), group="r")
+               for i in range(10)]
+    result = lanes(backlog[:4], backlog, {"key:db": 5}, whole=False)
+    assert [[c.id for c in lane] for lane in result] == [[0, 4, 5, 6, 7], [1, 8, 9], [2], [3]]
+
+
 def test_without_a_group_or_a_bounded_key_a_candidate_goes_alone() -> None:
     alone = Candidate(id=1, tenant="t", priority=0, order=1, keys=("key:db",))
     other = Candidate(id=2, tenant="t", priority=0, order=2, keys=("key:db",))
@@ -125,3 +133,19 @@ def test_without_a_group_or_a_bounded_key_a_candidate_goes_alone() -> None:
     grouped = [Candidate(id=i, tenant="t", priority=0, order=i, keys=("type:x",), group="r")
                for i in range(3)]
     assert lanes(grouped[:1], grouped, {"key:db": 4}) == [grouped[:1]]
+
+
+@given(situations())
+def test_filled_in_turn_the_lanes_keep_every_rule_but_evenness(
+    situation: tuple[list[Candidate], list[Candidate], dict[str, int]],
+) -> None:
+    candidates, admitted, depth = situation
+    result = lanes(admitted, candidates, depth, whole=False)
+    assert [lane[0] for lane in result] == admitted
+    ids = [c.id for lane in result for c in lane]
+    assert len(ids) == len(set(ids))
+    chosen = {c.id for c in admitted}
+    for lead, *followers in result:
+        assert len(followers) < min((depth[k] for k in lead.keys if k in depth), default=1)
+        assert all(f.id not in chosen and (f.tenant, f.keys, f.group) == (
+            lead.tenant, lead.keys, lead.group) and lead.group is not None for f in followers)
