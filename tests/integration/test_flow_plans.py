@@ -21,10 +21,13 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from common.persistence import queries
 from common.persistence.queries import (
     FLOW_CANDIDATES,
     FLOW_USAGE,
+    PIN_INDEX,
     PIN_ORDER,
+    UNPIN_INDEX,
     UNPIN_ORDER,
     WAITING_FLOW_KEYS,
 )
@@ -136,3 +139,19 @@ def fill_slots(conn: psycopg.Connection[Any], key: str, count: int) -> None:
         "INSERT INTO flow_slots (key, task_run_id, attempt, tenant, at) "
         "SELECT %s || (i %% 40), gen_random_uuid(), 1, 't' || (i %% 3), now() "
         "FROM generate_series(1, %s) AS i", (key, count))
+
+
+@pytest.mark.parametrize("statement", ["RELEASE_FLOW", "TAKE_FLOW_SLOTS"])
+def test_the_deletes_of_waiters_by_id_take_an_index(
+    drained: psycopg.Connection[Any], statement: str,
+) -> None:
+    """Between ``PIN_INDEX`` and ``UNPIN_INDEX``: planned as a scan of all 10,000
+    waiters, an admission's delete of a lane's 200 took 120-180 ms."""
+    ids = "'{00000000-0000-0000-0000-000000000001}'"
+    args = ids if statement == "RELEASE_FLOW" else ", ".join(["'{}'"] * 8 + [ids])
+    drained.execute(PIN_INDEX)
+    plan = generic_plan(drained, getattr(queries, statement), args)
+    drained.execute(UNPIN_INDEX)
+    assert not any("Seq Scan on flow_waiters" in line for line in plan), plan
+    assert any(re.search(r"Index (Only )?Scan using \w+ on flow_waiters", line)
+               for line in plan), plan

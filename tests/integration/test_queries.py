@@ -21,6 +21,7 @@ from tests.sql_plans import numbered
 
 # A channel name, and commands that PREPARE does not take.
 NOT_STATEMENTS = {"NOTIFY_CHANNEL", "COMMIT", "PIN_ORDER", "UNPIN_ORDER", "PIN_PLAN", "UNPIN_PLAN",
+                  "PIN_INDEX", "UNPIN_INDEX",
                   "TASK_COLUMNS", "JOB_COLUMNS", "LISTED_RUN_COLUMNS"}
 # COPY is no statement PREPARE takes: each copies no row instead (below).
 COPIES = {"COPY_TASKS", "COPY_TASK_EDGES"}
