@@ -18,6 +18,7 @@ import redis
 from common.messaging.keys import CLAIM_TTL, cancel_key, claim_key
 from common.messaging.liveness import worker_key
 from common.messaging.messages import EXECUTE_TASK, TaskDispatch
+from common.messaging.publisher import Outgoing
 from common.messaging.signals import activation
 from common.messaging.wire import envelope
 
@@ -78,14 +79,10 @@ def hand_back(
     client: redis.Redis, queue: str, dispatches: Sequence[TaskDispatch], worker: str
 ) -> None:
     """Give up ``worker``'s claims of ``dispatches`` and queue each again, atomically."""
-    if not dispatches:
-        return
-    keys = [claim_key(d.idempotency_key) for d in dispatches] + [queue] * len(dispatches)
-    messages = [
-        envelope(queue, EXECUTE_TASK, d.model_dump(mode="json"), d.idempotency_key)
+    _drop_claims_and_send(client, dispatches, worker, [
+        Outgoing(queue, EXECUTE_TASK, d.model_dump(mode="json"), d.idempotency_key)
         for d in dispatches
-    ]
-    client.eval(HAND_BACK_SCRIPT, len(keys), *keys, worker, *messages)
+    ])
 
 
 def give_back(client: redis.Redis, dispatches: Sequence[TaskDispatch], worker: str) -> None:
@@ -95,12 +92,21 @@ def give_back(client: redis.Redis, dispatches: Sequence[TaskDispatch], worker: s
     back among the waiters. Queued again as they are, they could run beside the lane's
     others.
     """
+    _drop_claims_and_send(client, dispatches, worker, [
+        activation(d.run_id, "redeliver", d.task, d.attempt) for d in dispatches
+    ])
+
+
+def _drop_claims_and_send(
+    client: redis.Redis, dispatches: Sequence[TaskDispatch], worker: str,
+    messages: Sequence[Outgoing],
+) -> None:
+    """Drop ``worker``'s claim of each attempt and push its message, in one Lua call."""
     if not dispatches:
         return
-    signals = [activation(d.run_id, "redeliver", d.task, d.attempt) for d in dispatches]
-    keys = [claim_key(d.idempotency_key) for d in dispatches] + [s.queue for s in signals]
-    messages = [envelope(s.queue, s.task_name, s.payload, s.task_id) for s in signals]
-    client.eval(HAND_BACK_SCRIPT, len(keys), *keys, worker, *messages)
+    keys = [claim_key(d.idempotency_key) for d in dispatches] + [m.queue for m in messages]
+    bodies = [envelope(m.queue, m.task_name, m.payload, m.task_id) for m in messages]
+    client.eval(HAND_BACK_SCRIPT, len(keys), *keys, worker, *bodies)
 
 
 class ClaimHolders:

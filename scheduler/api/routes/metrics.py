@@ -100,7 +100,7 @@ def _system_families(
 
 
 def _flow_families(views: list[LimitView]) -> list[Metric]:
-    """Flow control by key: attempts holding it, attempts held for it, its limit."""
+    """Flow control by key: its slots in use, attempts held for it, its limit."""
     return [
         _gauge("stellwerk_flow_active", "A flow key's slots in use (issue 16; a lane of "
                "attempts run one after another holds one).",

@@ -45,6 +45,17 @@ def messages(engine: Engine, run_id: uuid.UUID) -> list[tuple[str, bool, list[st
     return out
 
 
+def first_lane(
+    settings: Settings, size: int,
+) -> tuple[Engine, str, uuid.UUID, list[str]]:
+    """A started fan-out of ``size`` tasks on a fresh key of limit 8, its first lane's tasks."""
+    engine = Engine(settings)
+    key = f"db-{uuid.uuid4().hex[:8]}"
+    run_id = engine.submit(fan_out("job", size, concurrency=[{"key": key, "limit": 8}]))
+    engine.start(run_id)
+    return engine, key, run_id, next(tasks for _, _, tasks in messages(engine, run_id))
+
+
 def test_a_backlog_on_a_wide_limit_goes_in_lanes_that_each_take_one_slot(
     quiet_settings: Settings,
 ) -> None:
@@ -63,11 +74,7 @@ def test_a_backlog_on_a_wide_limit_goes_in_lanes_that_each_take_one_slot(
 
 
 def test_a_lane_frees_its_slot_when_its_last_attempt_ends(quiet_settings: Settings) -> None:
-    engine = Engine(quiet_settings)
-    key = f"db-{uuid.uuid4().hex[:8]}"
-    run_id = engine.submit(fan_out("job", 80, concurrency=[{"key": key, "limit": 8}]))
-    engine.start(run_id)
-    lane = next(tasks for _, _, tasks in messages(engine, run_id))
+    engine, key, run_id, lane = first_lane(quiet_settings, 80)
     for task in lane[:-1]:
         engine.finish(run_id, task)
     assert slots(engine, f"key:{key}") == (57, 8)
@@ -80,11 +87,7 @@ def test_a_lane_frees_its_slot_when_its_last_attempt_ends(quiet_settings: Settin
 
 def test_an_attempt_of_a_lane_sent_again_leaves_it_and_waits(quiet_settings: Settings) -> None:
     """A ``redeliver`` (its message lost with Redis) must not send it alone beside its lane."""
-    engine = Engine(quiet_settings)
-    key = f"db-{uuid.uuid4().hex[:8]}"
-    run_id = engine.submit(fan_out("job", 70, concurrency=[{"key": key, "limit": 8}]))
-    engine.start(run_id)
-    lane = next(tasks for _, _, tasks in messages(engine, run_id))
+    engine, key, run_id, lane = first_lane(quiet_settings, 70)
     attempt = engine.task(run_id, lane[3]).attempt
     engine.send(Activation(run_id=run_id, signal="redeliver", task=lane[3], attempt=attempt))
     assert engine.task(run_id, lane[3]).waiting_for == f"concurrency {key} 8/8"

@@ -52,6 +52,21 @@ def bundle_of(dispatches: list[dict[str, object]], task_type: str) -> dict[str, 
     return TaskBundle(queue=task_queue(task_type), dispatches=dispatches).model_dump(mode="json")
 
 
+def run_held_until(executor: Executor, bundle: dict[str, object], client: redis.Redis,
+                   watched: str, failure: str) -> None:
+    """Run a bundle of ``held`` attempts on a thread of worker w1 until four messages
+    (the attempts it has not begun) arrive on ``watched``, then let the first one end."""
+    RELEASE.clear()
+    runner = threading.Thread(target=executor.handle_bundle, args=(bundle, "w1"))
+    runner.start()
+    deadline = time.monotonic() + 10
+    while client.llen(watched) < 4:
+        assert time.monotonic() < deadline, failure
+        time.sleep(0.01)
+    RELEASE.set()
+    runner.join(10)
+
+
 def test_each_attempt_of_a_bundle_runs_once_and_reports(
     registry: Registry, worker_redis: redis.Redis, inbox: ResultInbox, make_dispatch: MakeDispatch,
 ) -> None:
@@ -84,16 +99,8 @@ def test_a_slow_bundle_hands_back_what_it_has_not_begun(
     queue = task_queue("held")
     worker_redis.delete(queue)
     attempts = [make_dispatch("held", params={"n": n}) for n in range(5)]
-    RELEASE.clear()
-    runner = threading.Thread(target=executor.handle_bundle, args=(
-        bundle_of([a.model_dump(mode="json") for a in attempts], "held"), "w1"))
-    runner.start()
-    deadline = time.monotonic() + 10
-    while worker_redis.llen(queue) < 4:
-        assert time.monotonic() < deadline, "the slow bundle was not spilled"
-        time.sleep(0.01)
-    RELEASE.set()
-    runner.join(10)
+    run_held_until(executor, bundle_of([a.model_dump(mode="json") for a in attempts], "held"),
+                   worker_redis, queue, "the slow bundle was not spilled")
     handed_back = [open_envelope(raw) for raw in reversed(worker_redis.lrange(queue, 0, -1))]
     assert [(m.task_name, m.payload["params"]["n"]) for m in handed_back] == [
         (EXECUTE_TASK, n) for n in range(1, 5)]
@@ -188,15 +195,8 @@ def test_a_slow_lane_gives_what_it_has_not_begun_back_to_the_engine(
     attempts = [make_dispatch("held", params={"n": n}) for n in range(5)]
     lane = TaskBundle(queue=queue, dispatches=[a.model_dump(mode="json") for a in attempts],
                       lane=True).model_dump(mode="json")
-    RELEASE.clear()
-    runner = threading.Thread(target=executor.handle_bundle, args=(lane, "w1"))
-    runner.start()
-    deadline = time.monotonic() + 10
-    while worker_redis.llen(ACTIVATION_QUEUE) < 4:
-        assert time.monotonic() < deadline, "the slow lane was not given back"
-        time.sleep(0.01)
-    RELEASE.set()
-    runner.join(10)
+    run_held_until(executor, lane, worker_redis, ACTIVATION_QUEUE,
+                   "the slow lane was not given back")
     assert worker_redis.llen(queue) == 0
     given = [open_envelope(raw) for raw in reversed(worker_redis.lrange(ACTIVATION_QUEUE, 0, -1))]
     assert [(m.task_name, m.payload["signal"], m.payload["task"], m.payload["attempt"])
