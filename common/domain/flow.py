@@ -160,7 +160,7 @@ def lanes(
     for pool in pools.values():
         pool.sort(key=lambda c: (c.priority, -c.order))
     out = [[lead] for lead in admitted]
-    rooms = [min((depth[k] for k in lead.keys if k in depth), default=1) for lead in admitted]
+    rooms = [_lane_depth(lead, depth) for lead in admitted]
     per_turn = 1 if whole else max(rooms, default=1)
     dealing = True
     while dealing:
@@ -172,6 +172,39 @@ def lanes(
                     lane.append(shared.pop())
                     dealing = True
     return out
+
+
+def lane_room(
+    candidates: Sequence[Candidate], free: Mapping[str, int], depth: Mapping[str, int],
+) -> dict[str, int]:
+    """``free`` cut to the slots the ``candidates`` can fill as lanes.
+
+    For a pass that read only part of a backlog: a slot given to a lead with no follower
+    left runs one attempt for a whole round trip, where the next pass, reading more,
+    would fill it with a lane. So a key with lanes (``depth`` over 1) opens no more
+    slots than its candidates fill: a full lane per ``depth`` of a pool (tenant, keys,
+    group; one more for the pool's rest), a slot for each candidate that goes alone.
+    A key with any candidate keeps at least one slot if it had one: nobody starves.
+    """
+    pools: dict[tuple[Hashable, ...], list[Candidate]] = defaultdict(list)
+    fill: dict[str, int] = defaultdict(int)
+    for candidate in candidates:
+        if candidate.group is not None and _lane_depth(candidate, depth) > 1:
+            pools[_lane_of(candidate)].append(candidate)
+        else:
+            for key in candidate.keys:
+                fill[key] += 1
+    for pool in pools.values():
+        lead = pool[0]
+        for key in lead.keys:
+            fill[key] += -(-len(pool) // _lane_depth(lead, depth))
+    return {key: min(slots, fill[key]) if depth.get(key, 1) > 1 and key in fill else slots
+            for key, slots in free.items()}
+
+
+def _lane_depth(candidate: Candidate, depth: Mapping[str, int]) -> int:
+    """How long a lane led by ``candidate`` may be (1: it goes alone)."""
+    return min((depth[k] for k in candidate.keys if k in depth), default=1)
 
 
 def _lane_of(candidate: Candidate) -> tuple[Hashable, ...]:

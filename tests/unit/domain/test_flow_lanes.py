@@ -7,7 +7,9 @@ Properties over random candidates, admissions and depths:
 - within a pool (tenant, keys, group), followers are taken best first, so no one left
   behind is better than a follower of that pool, and dealt round its lanes, so that
   they differ by one attempt at most;
-- the admitted's room is untouched: the lanes are exactly as many as the admitted.
+- the admitted's room is untouched: the lanes are exactly as many as the admitted;
+- ``lane_room`` (a backlog read in part) never adds a slot, cuts only keys with lanes,
+  and leaves a key with room and a candidate at least one slot.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.domain.flow import Candidate, lanes
+from common.domain.flow import Candidate, admit, lane_room, lanes
 
 KEYS = ["key:a", "key:b", "rate:r"]
 
@@ -149,3 +151,45 @@ def test_filled_in_turn_the_lanes_keep_every_rule_but_evenness(
         assert len(followers) < min((depth[k] for k in lead.keys if k in depth), default=1)
         assert all(f.id not in chosen and (f.tenant, f.keys, f.group) == (
             lead.tenant, lead.keys, lead.group) and lead.group is not None for f in followers)
+
+
+@given(situations(), st.dictionaries(st.sampled_from(KEYS), st.integers(0, 12)))
+def test_lane_room_never_adds_a_slot_and_cuts_only_keys_with_lanes(
+    situation: tuple[list[Candidate], list[Candidate], dict[str, int]], free: dict[str, int],
+) -> None:
+    candidates, _, depth = situation
+    room = lane_room(candidates, free, depth)
+    assert room.keys() == free.keys()
+    for key, slots in room.items():
+        assert slots <= free[key]
+        if depth.get(key, 1) <= 1:
+            assert slots == free[key]
+
+
+@given(situations(), st.dictionaries(st.sampled_from(KEYS), st.integers(0, 12)))
+def test_lane_room_leaves_a_key_with_room_and_a_candidate_a_slot(
+    situation: tuple[list[Candidate], list[Candidate], dict[str, int]], free: dict[str, int],
+) -> None:
+    """Nobody starves: what the next pass would fill better still gets one slot now."""
+    candidates, _, depth = situation
+    room = lane_room(candidates, free, depth)
+    for key, slots in free.items():
+        if slots > 0 and any(key in c.keys for c in candidates):
+            assert room[key] >= 1
+
+
+def test_a_backlog_read_in_part_opens_only_the_lanes_it_fills() -> None:
+    """34 slots free and 152 waiters read: five lanes (four full), not four and 30 alone.
+
+    Each slot given to a lead with nobody left to follow it would run one attempt for a
+    whole round trip; the next pass reads more and fills the 29 slots left with lanes.
+    """
+    backlog = [Candidate(id=i, tenant="t", priority=0, order=i, keys=("key:db",), group="r")
+               for i in range(152)]
+    room = lane_room(backlog, {"key:db": 34}, {"key:db": 32})
+    assert room == {"key:db": 5}
+    admitted = admit(backlog, room).admitted
+    result = lanes(admitted, backlog, {"key:db": 32}, whole=False)
+    assert [len(lane) for lane in result] == [32, 32, 32, 32, 24]
+    alone = Candidate(id=999, tenant="t", priority=0, order=999, keys=("key:db",))
+    assert lane_room([*backlog, alone], {"key:db": 34}, {"key:db": 32}) == {"key:db": 6}
