@@ -631,13 +631,17 @@ RELEASE_LEFT_SLOTS = _SLOTS_OUT_OF_FLIGHT + " AND s.key = ANY(%s)"
 
 # The keys anything waits for, one index probe per key (the beat asks every second; a
 # DISTINCT would read every waiter). Run between ``PIN_ORDER`` and ``UNPIN_ORDER``.
+# Not a concurrency key an engine took a slot of since %s: engines admit on it as its
+# slots are released, in lanes, where the beat's pass would fill the slots they leave
+# for their next read with single attempts.
 WAITING_FLOW_KEYS = (
     "WITH RECURSIVE k AS ("
     "  (SELECT key FROM flow_waiters ORDER BY key LIMIT 1) "
     "  UNION ALL "
     "  SELECT (SELECT f.key FROM flow_waiters AS f WHERE f.key > k.key ORDER BY f.key LIMIT 1) "
     "  FROM k WHERE k.key IS NOT NULL) "
-    "SELECT key FROM k WHERE key IS NOT NULL"
+    "SELECT key FROM k WHERE key IS NOT NULL AND (key LIKE 'rate:%%' OR NOT EXISTS ("
+    "  SELECT 1 FROM flow_slots AS s WHERE s.key = k.key AND s.at > %s))"
 )
 
 PRUNE_FLOW_STARTS = "DELETE FROM flow_starts WHERE at < %s"

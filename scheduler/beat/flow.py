@@ -45,6 +45,10 @@ PRUNE_EVERY = timedelta(minutes=1)
 # freed (longer: the last adoption's leftovers too).
 ADOPT_FOR = 5 * LIMITS_TTL
 REPAIR_FOR = 2 * ADOPT_FOR
+# A concurrency key an engine took a slot of this recently is left to the engines (they
+# admit as its slots are released); one whose newest slot is older (an engine died
+# between a release and its admission, a limit was raised) is the beat's again.
+ENGINES_ADMIT_FOR = LIMITS_TTL
 
 
 @dataclass
@@ -60,7 +64,7 @@ class AdmitWaiting:
         if self._pruned_at is None or now - self._pruned_at >= PRUNE_EVERY:
             conn.execute(PRUNE_FLOW_STARTS, (now - LONGEST_WINDOW,))
             self._pruned_at = now
-        (waiting,) = in_key_order(conn, (WAITING_FLOW_KEYS, None))
+        (waiting,) = in_key_order(conn, (WAITING_FLOW_KEYS, (now - ENGINES_ADMIT_FOR,)))
         keys = [row[0] for row in waiting.fetchall()]
         if not keys:
             return []

@@ -44,9 +44,9 @@ from scheduler.engine.changes import ChangeSet
 from scheduler.engine.loading import RunRecord
 from scheduler.services.flow_admission import (
     AT_LEAST,
-    ENGINE_READ,
     LANE_DEPTH,
     LIMITS_TTL,
+    PER_TENANT,
     KeyNeed,
     LaneGroup,
     OperatorLimits,
@@ -78,7 +78,7 @@ class Stakes:
         wanted = 2 * (len(self.ended) + len(self.hold)) + LANE_DEPTH
         pending = PendingAdmission.send(
             conn, self.limits, now, release=self.ended, hold=self.hold,
-            per_tenant=min(ENGINE_READ, max(AT_LEAST, wanted)))
+            per_tenant=min(PER_TENANT, max(AT_LEAST, wanted)))
         return GateRead(pending, {w.task_run_id for w in self.hold})
 
 

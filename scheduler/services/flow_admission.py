@@ -60,11 +60,6 @@ AT_LEAST = 8
 # matters, get none.
 LANES_FROM = 8
 LANE_DEPTH = 32
-# The engine reads at most this many waiters of a tenant on a key a batch (it asks for
-# twice what the batch released and holds, and a lane): enough to fill a wide limit's
-# free slots with lanes. At 256, eight lanes a batch, a limit of 50 kept 16 in use and
-# its steady rate was 1,700-1,830 tasks/s against 2,400-2,520 at 1,024.
-ENGINE_READ = 32 * LANE_DEPTH
 # How old a process's copy of the operators' limits may be (``FlowGate.limits``): a
 # change takes effect within it.
 LIMITS_TTL = timedelta(seconds=1)

@@ -104,7 +104,8 @@ def test_the_candidates_read_takes_the_order_index(drained: psycopg.Connection[A
 def test_the_beats_read_of_waiting_keys_takes_the_order_index(
     drained: psycopg.Connection[Any],
 ) -> None:
-    used = indexes_read_by_key(drained, WAITING_FLOW_KEYS, "")
+    """(Whether an engine took a slot lately reads ``flow_slots``: attempts in flight.)"""
+    used = indexes_read_by_key(drained, WAITING_FLOW_KEYS, "now()")
     assert used == {order_index(drained)}
 
 

@@ -7,7 +7,7 @@ and types carry a fresh suffix, so nothing it checks depends on another test's r
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import redis
@@ -21,7 +21,7 @@ from common.messaging.publisher import Publisher
 from common.persistence.db import make_engine, make_sessions
 from common.persistence.models import FlowLimit, OutboxMessage, TaskRun
 from common.persistence.outbox import OutboxRelay
-from scheduler.beat.flow import AdmitWaiting, adopt_for_new_limits
+from scheduler.beat.flow import ENGINES_ADMIT_FOR, AdmitWaiting, adopt_for_new_limits
 from scheduler.engine.batch import BatchApplier, BatchOutcome
 from scheduler.engine.flow_gate import FlowGate
 from scheduler.engine.incoming import Incoming
@@ -188,6 +188,30 @@ def test_priority_decides_which_waiter_goes_first(quiet_settings: Settings) -> N
     engine.start(high)
     engine.finish(busy, "t0")
     assert engine.redeliveries([low, high]) == [(str(high), "t0")]
+
+
+def test_the_beat_leaves_a_key_to_the_engines_while_they_take_its_slots(
+    quiet_settings: Settings,
+) -> None:
+    """A slot freed with no release (its run deleted) is the beat's to fill, but not
+    while an engine took a slot of the key lately: the engines admit as the key's slots
+    are released, in lanes the beat cannot make."""
+    engine = Engine(quiet_settings)
+    key = f"db-{uuid.uuid4().hex[:8]}"
+    limit = [{"key": key, "limit": 2}]
+    gone, running, waiting = (engine.submit(fan_out(f"job{i}", 1, concurrency=limit))
+                              for i in range(3))
+    for run_id in (gone, running, waiting):
+        engine.start(run_id)
+    with engine.sessions.begin() as session:
+        session.execute(text("DELETE FROM runs WHERE id = :r"), {"r": gone})
+    assert engine.usage(f"key:{key}") == 1
+    with engine.sessions.begin() as session:
+        AdmitWaiting()(session, now())  # ``running``'s slot is a moment old
+    assert engine.redeliveries([waiting]) == []
+    with engine.sessions.begin() as session:
+        AdmitWaiting()(session, now() + ENGINES_ADMIT_FOR + timedelta(seconds=1))
+    assert engine.redeliveries([waiting]) == [(str(waiting), "t0")]
 
 
 def stale_engine(
