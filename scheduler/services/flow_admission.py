@@ -233,7 +233,9 @@ class PendingAdmission:
         """
         read = self.sent.read()
         admission = _decide(conn, read, self.limits, self.now, turns, lane_group=lane_group,
-                            whole=len(read.rows) < self.per_tenant)
+                            whole=len(read.rows) < self.per_tenant,
+                            busy=self.per_tenant >= PER_TENANT,
+                            unread={w.task_run_id: w.needs for w in self.sent.hold})
         extra = read.released - set(self.locked)
         if not extra:
             return admission
@@ -333,8 +335,19 @@ def in_key_order(conn: Executes, *statements: tuple[str, Any]) -> list[Rows]:
 def _decide(
     conn: Connection[Any], read: _Read, limits: OperatorLimits, now: datetime,
     turns: dict[str, str], *, lane_group: LaneGroup | None = None, whole: bool = True,
+    busy: bool = False, unread: Mapping[uuid.UUID, Sequence[KeyNeed]] | None = None,
 ) -> Admission:
-    """Which of the candidates read go (the pure core's answer), and why the rest wait."""
+    """Which of the candidates read go (the pure core's answer), and why the rest wait.
+
+    Lanes open only the slots they fill (``lane_room``) when the pass read part of a
+    backlog and the engine is ``busy`` (its batch released so many that the read hit
+    ``PER_TENANT``): then the next batch, which fills the slots left, is milliseconds
+    away. A quiet batch gives every free slot an attempt: its tasks may run long (a
+    lane of them would be given back), and the next batch may be as far off.
+
+    ``unread`` are the needs of the batch's held dispatches: those beyond what the pass
+    read wait too, and say why as those read do.
+    """
     if not read.rows:
         return Admission([], {}, read.waiting)
     waiters = {row[1]: row for row in read.rows}
@@ -352,7 +365,7 @@ def _decide(
     room = _room(conn, read, needs, limits, now)
     scope = ",".join(read.locked)
     free, depths = {k: max(0, r.free) for k, r in room.items()}, _depths(room)
-    if lane_group is not None and not whole:
+    if lane_group is not None and not whole and busy:
         free = lane_room(candidates, free, depths)
     laning = {k for k, r in room.items() if free[k] < r.free}
     decided = admit(candidates, free, limits.weights, read.started, turns.get(scope))
@@ -367,8 +380,8 @@ def _decide(
               for c in lane]
     return Admission(
         [Admitted(row[1], row[2], row[3], row[4], lane) for row, lane in chosen],
-        _reasons(waiters, needs, room, {row[1] for row, _ in chosen}, usable,
-                 laning=laning),
+        _reasons({**{tid: list(ns) for tid, ns in (unread or {}).items()}, **needs}, room,
+                 {row[1] for row, _ in chosen}, usable, laning=laning),
         read.waiting, _slots(chosen, needs, now),
     )
 
@@ -519,16 +532,15 @@ def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
 
 
 def _reasons(
-    waiters: Mapping[uuid.UUID, Any], needs: Mapping[uuid.UUID, list[KeyNeed]],
-    room: Mapping[str, _Room], admitted: set[uuid.UUID], usable: set[str], *,
-    laning: set[str],
+    needs: Mapping[uuid.UUID, list[KeyNeed]], room: Mapping[str, _Room],
+    admitted: set[uuid.UUID], usable: set[str], *, laning: set[str],
 ) -> dict[uuid.UUID, str]:
     """Why each waiter looked at and not admitted waits: its first full (or busy) key.
 
     A key whose free slots wait to be filled with lanes (``lane_room``) counts as full.
     """
     reasons = {}
-    for task_run_id in waiters:
+    for task_run_id in needs:
         if task_run_id in admitted:
             continue
         for need in needs[task_run_id]:
