@@ -364,10 +364,8 @@ def _decide(
     limits = _known_to_bound(conn, limits, needs)
     room = _room(conn, read, needs, limits, now)
     scope = ",".join(read.locked)
-    free, depths = {k: max(0, r.free) for k, r in room.items()}, _depths(room)
-    if lane_group is not None and not whole and busy:
-        free = lane_room(candidates, free, depths)
-    laning = {k for k, r in room.items() if free[k] < r.free}
+    free, depths, laning = _giving(room, candidates,
+                                   fill_lanes=lane_group is not None and not whole and busy)
     decided = admit(candidates, free, limits.weights, read.started, turns.get(scope))
     if decided.last_turn is not None:
         turns[scope] = decided.last_turn
@@ -403,6 +401,20 @@ class _Room:
         if self.per_s is not None:
             return f"rate {name} {self.limit}/{self.per_s:g}s"
         return f"concurrency {name} {self.used}/{self.limit}"
+
+
+def _giving(
+    room: Mapping[str, _Room], candidates: Sequence[Candidate], *, fill_lanes: bool,
+) -> tuple[dict[str, int], dict[str, int], set[str]]:
+    """The slots each key gives now, its lanes' depth, and the keys cut.
+
+    With ``fill_lanes`` a key gives only the slots its candidates fill as lanes
+    (``lane_room``); the keys so cut say their usage to those left waiting.
+    """
+    free, depths = {k: max(0, r.free) for k, r in room.items()}, _depths(room)
+    if fill_lanes:
+        free = lane_room(candidates, free, depths)
+    return free, depths, {k for k, r in room.items() if free[k] < r.free}
 
 
 def _depths(room: Mapping[str, _Room]) -> dict[str, int]:
