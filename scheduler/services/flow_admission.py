@@ -378,8 +378,8 @@ def _decide(
               for c in lane]
     return Admission(
         [Admitted(row[1], row[2], row[3], row[4], lane) for row, lane in chosen],
-        _reasons({**{tid: list(ns) for tid, ns in (unread or {}).items()}, **needs}, room,
-                 {row[1] for row, _ in chosen}, usable, laning=laning),
+        _reasons({**(unread or {}), **needs}, room, {row[1] for row, _ in chosen}, usable,
+                 laning=laning),
         read.waiting, _slots(chosen, needs, now),
     )
 
@@ -544,7 +544,7 @@ def _columns(rows: list[tuple[Any, ...]], width: int) -> list[list[Any]]:
 
 
 def _reasons(
-    needs: Mapping[uuid.UUID, list[KeyNeed]], room: Mapping[str, _Room],
+    needs: Mapping[uuid.UUID, Sequence[KeyNeed]], room: Mapping[str, _Room],
     admitted: set[uuid.UUID], usable: set[str], *, laning: set[str],
 ) -> dict[uuid.UUID, str]:
     """Why each waiter looked at and not admitted waits: its first full (or busy) key.

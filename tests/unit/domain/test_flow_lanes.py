@@ -5,8 +5,9 @@ Properties over random candidates, admissions and depths:
 - followers share the lead's tenant, keys and group, and were not admitted;
 - a lane is no longer than the lowest depth of its keys (1 with no key in ``depth``);
 - within a pool (tenant, keys, group), followers are taken best first, so no one left
-  behind is better than a follower of that pool, and dealt round its lanes, so that
-  they differ by one attempt at most;
+  behind is better than a follower of that pool;
+- these hold whether the candidates are the ``whole`` backlog (dealt round the lanes,
+  which then differ by one attempt at most) or part of it (each lane filled in turn);
 - the admitted's room is untouched: the lanes are exactly as many as the admitted;
 - ``lane_room`` (a backlog read in part) never adds a slot, cuts only keys with lanes,
   and leaves a key with room and a candidate at least one slot.
@@ -39,24 +40,24 @@ def situations(draw: st.DrawFn) -> tuple[list[Candidate], list[Candidate], dict[
     return candidates, admitted, {**depth, "rate:r": 1}
 
 
-@given(situations())
+@given(situations(), st.booleans())
 def test_each_candidate_is_in_one_lane_at_most_and_each_admitted_leads_one(
-    situation: tuple[list[Candidate], list[Candidate], dict[str, int]],
+    situation: tuple[list[Candidate], list[Candidate], dict[str, int]], whole: bool,
 ) -> None:
     candidates, admitted, depth = situation
-    result = lanes(admitted, candidates, depth)
+    result = lanes(admitted, candidates, depth, whole=whole)
     assert [lane[0] for lane in result] == admitted
     ids = [c.id for lane in result for c in lane]
     assert len(ids) == len(set(ids))
 
 
-@given(situations())
+@given(situations(), st.booleans())
 def test_followers_share_tenant_keys_and_group_and_were_not_admitted(
-    situation: tuple[list[Candidate], list[Candidate], dict[str, int]],
+    situation: tuple[list[Candidate], list[Candidate], dict[str, int]], whole: bool,
 ) -> None:
     candidates, admitted, depth = situation
     chosen = {c.id for c in admitted}
-    for lead, *followers in lanes(admitted, candidates, depth):
+    for lead, *followers in lanes(admitted, candidates, depth, whole=whole):
         for follower in followers:
             assert follower.id not in chosen
             assert lead.group is not None
@@ -64,12 +65,12 @@ def test_followers_share_tenant_keys_and_group_and_were_not_admitted(
                 lead.tenant, lead.keys, lead.group)
 
 
-@given(situations())
+@given(situations(), st.booleans())
 def test_a_lane_is_no_longer_than_its_keys_allow(
-    situation: tuple[list[Candidate], list[Candidate], dict[str, int]],
+    situation: tuple[list[Candidate], list[Candidate], dict[str, int]], whole: bool,
 ) -> None:
     candidates, admitted, depth = situation
-    for lane in lanes(admitted, candidates, depth):
+    for lane in lanes(admitted, candidates, depth, whole=whole):
         bound = min((depth[k] for k in lane[0].keys if k in depth), default=1)
         assert len(lane) <= bound
         if "rate:r" in lane[0].keys:
@@ -77,10 +78,10 @@ def test_a_lane_is_no_longer_than_its_keys_allow(
 
 
 def left_behind(situation: tuple[list[Candidate], list[Candidate], dict[str, int]],
-                ) -> list[tuple[list[Candidate], list[Candidate]]]:
+                whole: bool) -> list[tuple[list[Candidate], list[Candidate]]]:
     """Each lane with the candidates of its pool that no lane took."""
     candidates, admitted, depth = situation
-    result = lanes(admitted, candidates, depth)
+    result = lanes(admitted, candidates, depth, whole=whole)
     laned = {c.id for lane in result for c in lane}
     return [(lane, [c for c in candidates if c.id not in laned and lane[0].group is not None
                     and (c.tenant, c.keys, c.group) == (lane[0].tenant, lane[0].keys,
@@ -88,11 +89,11 @@ def left_behind(situation: tuple[list[Candidate], list[Candidate], dict[str, int
             for lane in result]
 
 
-@given(situations())
+@given(situations(), st.booleans())
 def test_followers_are_the_best_of_their_pool(
-    situation: tuple[list[Candidate], list[Candidate], dict[str, int]],
+    situation: tuple[list[Candidate], list[Candidate], dict[str, int]], whole: bool,
 ) -> None:
-    for (_, *followers), pool in left_behind(situation):
+    for (_, *followers), pool in left_behind(situation, whole):
         for follower in followers:
             assert all((c.priority, -c.order) <= (follower.priority, -follower.order)
                        for c in pool)
@@ -135,22 +136,6 @@ def test_without_a_group_or_a_bounded_key_a_candidate_goes_alone() -> None:
     grouped = [Candidate(id=i, tenant="t", priority=0, order=i, keys=("type:x",), group="r")
                for i in range(3)]
     assert lanes(grouped[:1], grouped, {"key:db": 4}) == [grouped[:1]]
-
-
-@given(situations())
-def test_filled_in_turn_the_lanes_keep_every_rule_but_evenness(
-    situation: tuple[list[Candidate], list[Candidate], dict[str, int]],
-) -> None:
-    candidates, admitted, depth = situation
-    result = lanes(admitted, candidates, depth, whole=False)
-    assert [lane[0] for lane in result] == admitted
-    ids = [c.id for lane in result for c in lane]
-    assert len(ids) == len(set(ids))
-    chosen = {c.id for c in admitted}
-    for lead, *followers in result:
-        assert len(followers) < min((depth[k] for k in lead.keys if k in depth), default=1)
-        assert all(f.id not in chosen and (f.tenant, f.keys, f.group) == (
-            lead.tenant, lead.keys, lead.group) and lead.group is not None for f in followers)
 
 
 @given(situations(), st.dictionaries(st.sampled_from(KEYS), st.integers(0, 12)))
