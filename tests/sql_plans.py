@@ -4,9 +4,12 @@ repeats them."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 
 def numbered(sql: str) -> str:
@@ -48,3 +51,31 @@ def most_loops(plan: list[str], table: str) -> int:
     loops = [int(found.group(1)) for line in plan if re.search(rf" on {table}\b", line)
              if (found := re.search(r"loops=(\d+)", line))]
     return max(loops)
+
+
+def drained_copy(
+    conn: psycopg.Connection[Any], table: str,
+    fill: Callable[[psycopg.Connection[Any], str, int], None], count: int,
+) -> None:
+    """A temporary copy of ``table`` (hiding it from ``conn``) that was filled, drained
+    and analyzed (its row estimate now zero), then filled with ``count`` rows of
+    ``key:now``."""
+    name = sql.Identifier(table)
+    conn.execute(sql.SQL("CREATE TEMP TABLE {} (LIKE {} INCLUDING ALL) ON COMMIT DROP")
+                 .format(name, sql.Identifier("public", table)))
+    fill(conn, "key:drained", 5000)
+    conn.execute(sql.SQL("DELETE FROM {}").format(name))
+    conn.execute(sql.SQL("ANALYZE {}").format(name))
+    fill(conn, "key:now", count)
+
+
+@contextmanager
+def drained_connection(
+    database_url: str, table: str,
+    fill: Callable[[psycopg.Connection[Any], str, int], None], count: int,
+) -> Iterator[psycopg.Connection[Any]]:
+    """A connection that sees :func:`drained_copy` of ``table``, rolled back after."""
+    with psycopg.connect(database_url) as conn:
+        drained_copy(conn, table, fill, count)
+        yield conn
+        conn.rollback()

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from math import ceil
 
-from common.messaging.messages import EXECUTE_BUNDLE_TASK, EXECUTE_TASK, TaskBundle
+from common.messaging.messages import EXECUTE_BUNDLE_TASK, EXECUTE_TASK, bundle_body
 from common.messaging.publisher import Outgoing
 
 
@@ -43,11 +43,7 @@ def lane_message(dispatches: Sequence[Outgoing]) -> Outgoing:
     """The one message of a lane's dispatches (of one queue), in the order they run."""
     if len(dispatches) == 1:
         return dispatches[0]
-    queue = dispatches[0].queue
-    bundle = TaskBundle(queue=queue, dispatches=[m.payload for m in dispatches], lane=True)
-    return Outgoing(
-        queue, EXECUTE_BUNDLE_TASK, bundle.model_dump(mode="json"), str(bundle.message_id)
-    )
+    return _bundle(dispatches[0].queue, dispatches, lane=True)
 
 
 def _bundles(queue: str, dispatches: Sequence[Outgoing], size: int) -> list[Outgoing]:
@@ -62,10 +58,11 @@ def _bundles(queue: str, dispatches: Sequence[Outgoing], size: int) -> list[Outg
         if len(part) == 1:
             out.append(part[0])
             continue
-        bundle = TaskBundle(queue=queue, dispatches=[m.payload for m in part])
-        out.append(
-            Outgoing(
-                queue, EXECUTE_BUNDLE_TASK, bundle.model_dump(mode="json"), str(bundle.message_id)
-            )
-        )
+        out.append(_bundle(queue, part))
     return out
+
+
+def _bundle(queue: str, dispatches: Sequence[Outgoing], *, lane: bool = False) -> Outgoing:
+    """One ``stellwerk.execute_bundle`` message of ``dispatches``, its id the bundle's."""
+    body = bundle_body(queue, [m.payload for m in dispatches], lane=lane)
+    return Outgoing(queue, EXECUTE_BUNDLE_TASK, body, body["message_id"])

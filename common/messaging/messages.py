@@ -146,6 +146,21 @@ class TaskBundle(Message):
     lane: bool = False
 
 
+
+def bundle_body(
+    queue: str, dispatches: list[dict[str, Any]], *, lane: bool = False,
+) -> dict[str, Any]:
+    """What ``TaskBundle(...).model_dump(mode="json")`` gives, built as it is.
+
+    The items are dispatch bodies the engine built (``dispatch_body``): JSON already.
+    The model's dump walked every value of every item again (a lane of 32 cost the
+    engine 17 us an attempt); the worker validates the bundle it receives.
+    """
+    if not dispatches:
+        raise ValueError("a bundle holds at least one dispatch")
+    return {"v": 1, "message_id": str(uuid4()), "queue": queue, "dispatches": dispatches,
+            "lane": lane}
+
 class LogLine(BaseModel):
     """One captured line of a task's output."""
 

@@ -424,11 +424,14 @@ INSERT_OUTBOX = (
     "%b::timestamptz[]) AS m(q, n, i, p, d) RETURNING id"
 )
 
-DELETE_OUTBOX = "DELETE FROM outbox WHERE id = ANY(%s)"
+# Rows by id are matched as a set, not with ``= ANY``: on its generic plan (the engine
+# repeats it) and a table PostgreSQL believed empty (analyzed between fan-outs), ``= ANY``
+# was a scan comparing every row with every id, 447 ms for a fan-out's 10,000 dispatches.
+DELETE_OUTBOX = "DELETE FROM outbox WHERE id IN (SELECT unnest(%s::bigint[]))"
 
 LOCK_OUTBOX_IDS = (
     "SELECT id, queue, task_name, task_id, payload, due_at FROM outbox "
-    "WHERE id = ANY(%s) FOR UPDATE SKIP LOCKED"
+    "WHERE id IN (SELECT unnest(%s::bigint[])) FOR UPDATE SKIP LOCKED"
 )
 
 # A timed row counts from its ``due_at``: it is never sent early.

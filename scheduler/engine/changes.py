@@ -95,6 +95,9 @@ class ChangeSet:
     lanes: dict[uuid.UUID, list[uuid.UUID]] = field(default_factory=dict)
     # Who the journal names: the engine, or the person whose action the API applied.
     actor: str = "engine"
+    # The row a let-through dispatch writes, by its task's timeout (``_released``).
+    _released_by_timeout: dict[timedelta, TaskRunUpdate] = field(
+        default_factory=dict, repr=False)
 
     def record(self, run: RunRecord, tr: Transition, result: TaskResult | None) -> None:
         """Add one applied transition (and the result that caused it, if any)."""
@@ -157,8 +160,12 @@ class ChangeSet:
         A held attempt had no claim check (no message of it was sent); without one a
         dispatch lost with Redis would leave it READY for good.
         """
-        timers = attempt_timers(T.READY, self._clock, timeout=_timeout(run, task))
-        return released(timers)
+        timeout = _timeout(run, task)
+        update = self._released_by_timeout.get(timeout)
+        if update is None:  # a fan-out admits hundreds a batch: one (immutable) row each
+            update = released(attempt_timers(T.READY, self._clock, timeout=timeout))
+            self._released_by_timeout[timeout] = update
+        return update
 
     def rows(self) -> Rows:
         """Every row built so far, for the writer."""

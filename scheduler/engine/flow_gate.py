@@ -25,6 +25,7 @@ limits' read, at most once a second.
 
 from __future__ import annotations
 
+import functools
 import time
 import uuid
 from collections.abc import Callable, Hashable, Sequence
@@ -34,7 +35,7 @@ from typing import Any
 
 from psycopg import Connection
 
-from common.domain.flow_spec import TENANT, TYPE
+from common.domain.flow_spec import TENANT, TYPE, FlowNeeds
 from common.domain.snapshot import Dispatch
 from common.domain.states import TaskState
 from common.domain.worker_types import dispatched_as
@@ -170,14 +171,23 @@ class FlowGate:
 def needs_of(run: RunRecord, task: str, limits: OperatorLimits) -> tuple[KeyNeed, ...]:
     """The keys an attempt of ``task`` must hold: its own, its type's and its tenant's."""
     definition = run.job.tasks[task]
-    flow = definition.flow
-    needs = [KeyNeed(key, limit) for key, limit in flow.concurrency]
-    if flow.rate is not None:
-        needs.append(KeyNeed(flow.rate[0], flow.rate[1], flow.rate[2]))
+    needs = _stated(definition.flow)
     if limits.limits:
         kind = TYPE + dispatched_as(definition.type, definition.binding)
         tenant = TENANT + run.job.tenant
-        needs.extend(KeyNeed(key) for key in (kind, tenant) if key in limits.limits)
+        needs += tuple(KeyNeed(key) for key in (kind, tenant) if key in limits.limits)
+    return needs
+
+
+@functools.lru_cache(maxsize=4096)
+def _stated(flow: FlowNeeds) -> tuple[KeyNeed, ...]:
+    """The keys a task's own ``concurrency`` and ``rate`` name.
+
+    Asked for every dispatch and every end: a fan-out's tasks share them, built once.
+    """
+    needs = [KeyNeed(key, limit) for key, limit in flow.concurrency]
+    if flow.rate is not None:
+        needs.append(KeyNeed(flow.rate[0], flow.rate[1], flow.rate[2]))
     return tuple(needs)
 
 

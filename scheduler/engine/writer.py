@@ -116,8 +116,13 @@ def _write_updates(
     """One statement per distinct set of columns, each column sent as one array literal."""
     groups: dict[tuple[str, ...], list[tuple[uuid.UUID, TaskRunUpdate | RunUpdate]]] = (
         defaultdict(list))
+    # Rows may share one (immutable) update: flow control's let-through dispatches do.
+    seen: dict[int, tuple[str, ...]] = {}
     for row_id, update in updates.items():
-        groups[update.set_columns()].append((row_id, update))
+        columns = seen.get(id(update))
+        if columns is None:
+            columns = seen[id(update)] = update.set_columns()
+        groups[columns].append((row_id, update))
     for columns, rows in groups.items():
         if not columns and not extra:
             continue

@@ -15,6 +15,7 @@ so two passes never wait on each other in a cycle.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
@@ -350,17 +351,11 @@ def _decide(
     """
     if not read.rows:
         return Admission([], {}, read.waiting)
-    waiters = {row[1]: row for row in read.rows}
-    needs = {tid: [KeyNeed(*need) for need in zip(row[8], row[9], row[10], strict=True)]
-             for tid, row in waiters.items()}
+    waiters = list({row[1]: row for row in read.rows}.values())
+    needs = {row[1]: _row_needs(row) for row in waiters}
     usable = set(read.locked) | _more_keys(conn, read, {n.key for ns in needs.values()
                                                         for n in ns} - set(read.locked))
-    candidates = [
-        Candidate(id=tid, tenant=row[5], priority=row[6], order=row[7],
-                  keys=tuple(n.key for n in needs[tid]),
-                  group=lane_group(row[2], row[3]) if lane_group else None)
-        for tid, row in waiters.items() if all(n.key in usable for n in needs[tid])
-    ]
+    candidates = _candidates(waiters, needs, usable, lane_group)
     limits = _known_to_bound(conn, limits, needs)
     room = _room(conn, read, needs, limits, now)
     scope = ",".join(read.locked)
@@ -373,7 +368,8 @@ def _decide(
         for key in candidate.keys:
             if key in room:
                 room[key].used += 1
-    chosen = [(waiters[c.id], waiters[lane[0].id][1] if len(lane) > 1 else None)
+    row_at: dict[Hashable, Any] = dict(enumerate(waiters))  # a candidate's id: its place
+    chosen = [(row_at[c.id], row_at[lane[0].id][1] if len(lane) > 1 else None)
               for lane in lanes(decided.admitted, candidates, depths, whole=whole)
               for c in lane]
     return Admission(
@@ -382,6 +378,38 @@ def _decide(
                  laning=laning),
         read.waiting, _slots(chosen, needs, now),
     )
+
+
+# A waiter row's needs: its keys, stated limits and windows (a pass's rows share a few).
+_key_need = functools.lru_cache(maxsize=1024)(KeyNeed)
+
+
+def _row_needs(row: Sequence[Any]) -> tuple[KeyNeed, ...]:
+    return tuple(_key_need(key, limit, per_s)
+                 for key, limit, per_s in zip(row[8], row[9], row[10], strict=True))
+
+
+def _candidates(
+    waiters: Sequence[Any], needs: Mapping[uuid.UUID, Sequence[KeyNeed]], usable: set[str],
+    lane_group: LaneGroup | None,
+) -> list[Candidate]:
+    """The waiters read whose keys are all at hand, as the pure core sees them.
+
+    Each is named by its place in ``waiters``, and its lane group by a number: the core
+    hashes ids and groups a dozen times a waiter, and a UUID's hash is Python code (a
+    third of a pass over 256 waiters went to it).
+    """
+    groups: dict[Hashable, int] = {}
+    out = []
+    for place, row in enumerate(waiters):
+        keys = tuple([need.key for need in needs[row[1]]])
+        if not usable.issuperset(keys):
+            continue
+        group = lane_group(row[2], row[3]) if lane_group is not None else None
+        out.append(Candidate(
+            id=place, tenant=row[5], priority=row[6], order=row[7], keys=keys,
+            group=None if group is None else groups.setdefault(group, len(groups))))
+    return out
 
 
 @dataclass
@@ -428,7 +456,7 @@ def _depths(room: Mapping[str, _Room]) -> dict[str, int]:
 
 
 def _known_to_bound(
-    conn: Connection[Any], limits: OperatorLimits, needs: Mapping[uuid.UUID, list[KeyNeed]],
+    conn: Connection[Any], limits: OperatorLimits, needs: Mapping[uuid.UUID, Sequence[KeyNeed]],
 ) -> OperatorLimits:
     """``limits``, read again if a waiter needs a key nobody here knows a bound for.
 
@@ -497,7 +525,7 @@ def _more_keys(conn: Connection[Any], read: _Read, keys: set[str]) -> set[str]:
 
 
 def _room(
-    conn: Connection[Any], read: _Read, needs: Mapping[uuid.UUID, list[KeyNeed]],
+    conn: Connection[Any], read: _Read, needs: Mapping[uuid.UUID, Sequence[KeyNeed]],
     limits: OperatorLimits, now: datetime,
 ) -> dict[str, _Room]:
     """Each limited key's room: its limit less its slots (a rate's: less its starts).
@@ -519,7 +547,7 @@ def _room(
 
 
 def _slots(
-    chosen: list[tuple[Any, uuid.UUID | None]], needs: Mapping[uuid.UUID, list[KeyNeed]],
+    chosen: list[tuple[Any, uuid.UUID | None]], needs: Mapping[uuid.UUID, Sequence[KeyNeed]],
     now: datetime,
 ) -> Slots:
     """The rows the admitted take (``Slots``), each with its lane's lead if it follows one."""

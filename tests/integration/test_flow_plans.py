@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import psycopg
 import pytest
-from psycopg import sql
 
 from common.persistence import queries
 from common.persistence.queries import (
@@ -31,7 +30,7 @@ from common.persistence.queries import (
     UNPIN_ORDER,
     WAITING_FLOW_KEYS,
 )
-from tests.sql_plans import generic_plan
+from tests.sql_plans import drained_connection, drained_copy, generic_plan
 
 ORDER_COLUMNS = "(key, tenant, priority DESC, seq)"
 TENANT = "tenant-" + "t" * 150
@@ -40,26 +39,8 @@ TENANT = "tenant-" + "t" * 150
 @pytest.fixture
 def drained(database_url: str) -> Iterator[psycopg.Connection[Any]]:
     """A connection whose ``flow_waiters`` drained, was analyzed, and holds 2,000 waiters."""
-    with psycopg.connect(database_url) as conn:
-        drained_copy(conn, "flow_waiters", fill, 2000)
+    with drained_connection(database_url, "flow_waiters", fill, 2000) as conn:
         yield conn
-        conn.rollback()
-
-
-def drained_copy(
-    conn: psycopg.Connection[Any], table: str,
-    fill: Callable[[psycopg.Connection[Any], str, int], None], count: int,
-) -> None:
-    """A temporary copy of ``table`` (hiding it from ``conn``) that was filled, drained
-    and analyzed (its row estimate now zero), then filled with ``count`` rows of
-    ``key:now``."""
-    name = sql.Identifier(table)
-    conn.execute(sql.SQL("CREATE TEMP TABLE {} (LIKE {} INCLUDING ALL) ON COMMIT DROP")
-                 .format(name, sql.Identifier("public", table)))
-    fill(conn, "key:drained", 5000)
-    conn.execute(sql.SQL("DELETE FROM {}").format(name))
-    conn.execute(sql.SQL("ANALYZE {}").format(name))
-    fill(conn, "key:now", count)
 
 
 def fill(conn: psycopg.Connection[Any], key: str, count: int) -> None:

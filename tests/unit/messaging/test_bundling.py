@@ -3,7 +3,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.messaging.bundling import bundle_dispatches
+from common.messaging.bundling import bundle_dispatches, lane_message
 from common.messaging.messages import EXECUTE_BUNDLE_TASK, EXECUTE_TASK, TaskBundle
 from common.messaging.publisher import Outgoing
 
@@ -61,3 +61,17 @@ def test_every_dispatch_travels_once_in_its_queue_in_order(queues: list[str], si
         assert [m for m in unbundle(out) if m.queue == queue] == [
             m for m in messages if m.queue == queue
         ]
+
+
+@given(lane=st.booleans(), items=st.lists(st.dictionaries(
+    st.text(max_size=4), st.none() | st.integers() | st.text(max_size=4), max_size=3),
+    min_size=2, max_size=5))
+def test_a_bundle_is_the_model_s_json_dump(lane: bool, items: list[dict[str, object]]) -> None:
+    messages = [Outgoing("tasks.noop", EXECUTE_TASK, item, f"key-{i}")
+                for i, item in enumerate(items)]
+    out = lane_message(messages) if lane else bundle_dispatches(messages, size=len(items))[0]
+    model = TaskBundle.model_validate(out.payload)
+    assert out.payload == model.model_dump(mode="json")
+    assert list(out.payload) == list(model.model_dump(mode="json"))
+    assert out.task_id == str(model.message_id)
+    assert model.lane is lane
