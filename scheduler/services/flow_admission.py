@@ -397,7 +397,7 @@ def _candidates(
 
     Each is named by its place in ``waiters``, and its lane group by a number: the core
     hashes ids and groups a dozen times a waiter, and a UUID's hash is Python code (a
-    third of a pass over 256 waiters went to it).
+    pass over 256 waiters took 3.1 ms with the UUIDs, 2.6 with places).
     """
     groups: dict[Hashable, int] = {}
     out = []
