@@ -316,7 +316,7 @@ def check_exits(seen: Observed) -> Check:
 MEASURES = {
     "requeue": "its ACTIVE attempts requeued, from the fault",
     "change": "first task state change a worker reported, after the restart / server back",
-    "held": "the runs or tasks of the killed engine's taken messages moved on, after the restart",
+    "held": "the killed engine's taken messages applied (their batch committed), after the restart",
     "webhook": "first webhook delivery after the restart",
     "storm": "storm run finished, from its submission",
 }

@@ -167,8 +167,9 @@ def inject_engine_kill(chaos: Chaos) -> Fault:
 
     Messages it had taken but not acknowledged sit in its processing list
     (``common/messaging/reliable.py``) until another engine puts them back. Recovery is
-    the time, after the restart, until each such message's run or task has moved on (a
-    heartbeat changes nothing and is left out); with none, the first state change.
+    the time, after the restart, until each such message was applied (its batch
+    committed; a heartbeat changes nothing and is left out); with none, the first state
+    change.
     """
     name = _engine_mid_batch(chaos) or chaos.rng.choice(["engine-1", "engine-2"])
     key = _processing_key(chaos, name)
