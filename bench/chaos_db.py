@@ -126,12 +126,9 @@ def applied_after(url: str, taken: Sequence[Taken], moment: float) -> float | No
     """
     last = 0.0
     for message in taken:
-        if _committed_by(url, message.message_id, moment):
-            last = max(last, moment)
-            continue
         consumed = _consumed_at(url, message.message_id)
-        if consumed is not None:
-            last = max(last, consumed)
+        if consumed is not None:  # one committed before the kill counts from the kill
+            last = max(last, consumed, moment)
             continue
         if message.task_run_id or message.task:
             rows = query(url, "SELECT min(j.at) FROM journal j JOIN task_runs t ON "
@@ -155,15 +152,6 @@ def _consumed_at(url: str, message_id: str) -> float | None:
     rows = query(url, "SELECT at FROM consumed_messages WHERE message_id::text = %s",
                  (message_id,))
     return epoch(rows[0][0]) if rows else None
-
-
-def _committed_by(url: str, message_id: str, moment: float) -> bool:
-    """Whether the message's effects were committed (its id consumed) by ``moment``."""
-    if not message_id:
-        return False
-    rows = query(url, "SELECT 1 FROM consumed_messages WHERE message_id::text = %s "
-                      "AND at <= to_timestamp(%s)", (message_id, moment))
-    return bool(rows)
 
 
 def run_finished_at(url: str, job_id: str) -> float | None:

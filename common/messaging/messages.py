@@ -146,7 +146,6 @@ class TaskBundle(Message):
     lane: bool = False
 
 
-
 def bundle_body(
     queue: str, dispatches: list[dict[str, Any]], *, lane: bool = False,
 ) -> dict[str, Any]:
@@ -160,6 +159,7 @@ def bundle_body(
         raise ValueError("a bundle holds at least one dispatch")
     return {"v": 1, "message_id": str(uuid4()), "queue": queue, "dispatches": dispatches,
             "lane": lane}
+
 
 class LogLine(BaseModel):
     """One captured line of a task's output."""

@@ -21,7 +21,7 @@ from collections import defaultdict
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from psycopg import Connection
 
@@ -368,8 +368,10 @@ def _decide(
         for key in candidate.keys:
             if key in room:
                 room[key].used += 1
-    row_at: dict[Hashable, Any] = dict(enumerate(waiters))  # a candidate's id: its place
-    chosen = [(row_at[c.id], row_at[lane[0].id][1] if len(lane) > 1 else None)
+    def row_of(candidate: Candidate) -> Any:
+        return waiters[cast(int, candidate.id)]  # its place in ``waiters`` (``_candidates``)
+
+    chosen = [(row_of(c), row_of(lane[0])[1] if len(lane) > 1 else None)
               for lane in lanes(decided.admitted, candidates, depths, whole=whole)
               for c in lane]
     return Admission(
