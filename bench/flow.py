@@ -9,9 +9,10 @@ servers:
   ratio b/a of their tasks/s is printed with the engine's CPU per task of each (the
   difference is the cost of the limit check), how busy the machine was, and each
   fan-out's front (submit to first start) and steady rate (``Phases``);
-  (c) fairness: tenant A submits a fan-out of 5,000 tasks on a key limited to 50, then
-  tenant B 20 tasks on the same key: B's start waits (from its submit) p50/p99, and how
-  much of A's backlog had started when B's last task started (target: under half).
+  (c) fairness: tenant A submits a fan-out of 5,000 tasks on a key limited to 50, and
+  once the first of them has started (A's backlog waits), tenant B 20 tasks on the same
+  key: B's start waits (from its submit) p50/p99, and how much of A's backlog had
+  started when B's last task started (target: under half).
 
     .venv/bin/python bench/flow.py [--tasks 10000] [--pairs 2] [--limit 50]
 
@@ -86,9 +87,9 @@ class Bench:
         """Wait until one of the fan-out's tasks has started: its backlog is then waiting."""
         with psycopg.connect(self.database_url, autocommit=True) as conn:
             def started() -> bool:
-                return conn.execute("select 1 from task_runs where run_id = %s and name "
-                                    "like 't%%' and started_at is not null limit 1", (run_id,)).fetchone() \
-                    is not None
+                row = conn.execute("select 1 from task_runs where run_id = %s and name like "
+                                   "'t%%' and started_at is not null limit 1", (run_id,))
+                return row.fetchone() is not None
 
             wait_for(started, timeout_s, f"run {run_id} started nothing")
 
