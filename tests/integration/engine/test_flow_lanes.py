@@ -74,21 +74,19 @@ def test_a_backlog_on_a_wide_limit_goes_in_lanes_that_each_take_one_slot(
 
 
 def test_a_busy_batch_opens_only_the_slots_its_lanes_fill(quiet_settings: Settings) -> None:
-    """600 waiting on 50 free slots, 256 of them read (the engine's most): five lanes
-    as long as the limit and a sixth of the 6 left, not 50 slots of five each; the
-    rest is the next batch's to fill."""
+    """600 waiting on 50 free slots, 256 of them read (the engine's most): eight full
+    lanes, not seven and 43 attempts alone; the rest is the next batch's to fill."""
     engine = Engine(quiet_settings)
     key = f"db-{uuid.uuid4().hex[:8]}"
     run_id = engine.submit(fan_out("job", 600, concurrency=[{"key": key, "limit": 50}]))
     engine.start(run_id)
-    assert slots(engine, f"key:{key}") == (256, 6)
+    assert slots(engine, f"key:{key}") == (256, 8)
     assert Counter(engine.states([run_id]).values()) == {
-        None: 256, f"concurrency {key} 6/50": 344}
+        None: 256, f"concurrency {key} 8/50": 344}
 
 
 def test_a_quiet_batch_gives_every_free_slot_an_attempt(quiet_settings: Settings) -> None:
-    """One attempt ended: the 66 waiters read (twice what ended, and a lane's most)
-    take all 44 free slots, one each, and the 22 left follow one of them in a lane.
+    """One attempt ended: the 34 waiters read take 34 of the 42 free slots, one each.
 
     Tasks that end one at a time may be long: a lane of them would run one after
     another (until given back), where the limit allows them side by side.
@@ -99,7 +97,7 @@ def test_a_quiet_batch_gives_every_free_slot_an_attempt(quiet_settings: Settings
     engine.start(run_id)
     lane = next(tasks for _, _, tasks in messages(engine, run_id))
     engine.finish(run_id, lane[0])
-    assert slots(engine, f"key:{key}") == (255 + 66, 6 + 44)
+    assert slots(engine, f"key:{key}") == (255 + 34, 8 + 34)
 
 
 def test_a_lane_frees_its_slot_when_its_last_attempt_ends(quiet_settings: Settings) -> None:
