@@ -118,7 +118,10 @@ class Settings(BaseSettings):
 
     @property
     def bundle_spill_after(self) -> timedelta:
-        """How long a worker runs a bundle's attempts one by one before sharing the rest."""
+        """How long a worker runs a bundle's attempts one by one before sharing the rest.
+
+        Engines read it too: a flow lane holds what runs in half of it (``flow_gate``).
+        """
         return timedelta(milliseconds=self.bundle_spill_after_ms)
 
     @property

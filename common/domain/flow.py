@@ -24,6 +24,8 @@ call costs O(n log t) for n candidates of t tenants.
 candidate takes a few of its tenant's next ones with it, to run one after another in
 its slot (a lane): the key's usage counts lanes, not attempts, so the limit holds, and
 the engine admits a lane per few completions instead of an attempt per completion.
+A lane is only as long as its attempts fit in the time after which a worker gives back
+what a slow lane has not begun (:func:`fitted_depth`).
 """
 
 from __future__ import annotations
@@ -200,6 +202,20 @@ def lane_room(
             fill[key] += -(-len(pool) // _lane_depth(lead, depth))
     return {key: min(slots, fill[key]) if depth.get(key, 1) > 1 and key in fill else slots
             for key, slots in free.items()}
+
+
+def fitted_depth(depth: int, duration_s: float | None, give_back_s: float) -> int:
+    """How long a lane of attempts lasting ``duration_s`` each may be, at most ``depth``.
+
+    A worker gives back what a lane has not begun ``give_back_s`` after it took it, and
+    each attempt given back waits and is admitted again: a lane of one-second tasks
+    would run one and send the rest back. So a lane holds what runs in half that time
+    (the other half for the durations' spread), and attempts of half of it or more go
+    alone. An unknown duration (None) keeps ``depth``.
+    """
+    if duration_s is None or duration_s <= 0:
+        return depth
+    return max(1, min(depth, int(give_back_s / (2 * duration_s))))
 
 
 def _lane_depth(candidate: Candidate, depth: Mapping[str, int]) -> int:

@@ -93,6 +93,9 @@ class ChangeSet:
     # Attempts admitted in lanes, by lead, in the order they run: each lane's dispatches
     # go in one message (``common.messaging.bundling.lane_message``).
     lanes: dict[uuid.UUID, list[uuid.UUID]] = field(default_factory=dict)
+    # Finished attempts' run times (the worker's, seconds): flow control fits its lanes
+    # to them (``flow_gate``).
+    durations: list[tuple[RunRecord, str, float]] = field(default_factory=list)
     # Who the journal names: the engine, or the person whose action the API applied.
     actor: str = "engine"
     # The row a let-through dispatch writes, by its task's timeout (``_released``).
@@ -129,6 +132,9 @@ class ChangeSet:
         if result.storage is not None:
             self.storage[run.job.id] = result.storage
         if result.kind == "finished":
+            if result.started_at is not None:
+                self.durations.append(
+                    (run, task, (result.at - result.started_at).total_seconds()))
             return
         if result.detached:
             run.detached.add(task)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -35,6 +36,7 @@ from typing import Any
 
 from psycopg import Connection
 
+from common.domain.flow import fitted_depth
 from common.domain.flow_spec import TENANT, TYPE, FlowNeeds
 from common.domain.snapshot import Dispatch
 from common.domain.states import TaskState
@@ -83,15 +85,29 @@ class Stakes:
         return GateRead(pending, {w.task_run_id for w in self.hold})
 
 
+# A key's attempt duration, as the gate fits lanes to it: each finished attempt moves
+# the estimate this share of the way; the estimates of this many keys are kept (keys
+# built from params, one a run, must not grow a process without bound).
+DURATION_WEIGHT = 0.2
+DURATION_KEYS = 4096
+
+
 @dataclass
 class FlowGate:
-    """One per process: the operators' limits (read at most once a second) and turns."""
+    """One per process: the operators' limits, tenants' turns, keys' attempt durations.
+
+    The limits are read at most once a second. ``give_back`` is the workers' time
+    before a slow lane's rest goes back (``STELLWERK_BUNDLE_SPILL_AFTER_MS``): lanes are
+    fitted to it.
+    """
 
     ttl: timedelta = LIMITS_TTL
     clock: Callable[[], float] = time.monotonic
+    give_back: timedelta = timedelta(milliseconds=200)
     _limits: OperatorLimits = field(default_factory=OperatorLimits)
     _read_at: float | None = None
     _turns: dict[str, str] = field(default_factory=dict)
+    _durations: OrderedDict[str, float] = field(default_factory=OrderedDict)
 
     def check(
         self, conn: Connection[Any], changes: ChangeSet, runs: Sequence[RunRecord],
@@ -134,7 +150,9 @@ class FlowGate:
         if read is None:
             return
         locked = {run.id: run for run in runs}
-        admission = read.pending.decide(conn, self._turns, lane_group=_lane_group(locked))
+        self.learn(changes, read.pending.limits)
+        admission = read.pending.decide(conn, self._turns, lane_group=_lane_group(locked),
+                                        lane_depth=self.lane_depth)
         changes.flow += admission.take
         admitted = {a.task_run_id for a in admission.admitted}
         changes.hold(
@@ -153,6 +171,24 @@ class FlowGate:
             else:
                 changes.signals.append(
                     activation(chosen.run_id, "redeliver", chosen.task, chosen.attempt))
+
+    def learn(self, changes: ChangeSet, limits: OperatorLimits) -> None:
+        """Fold the batch's finished attempts' run times into their keys' estimates."""
+        for run, task, seconds in changes.durations:
+            for need in needs_of(run, task, limits):
+                earlier = self._durations.pop(need.key, None)
+                self._durations[need.key] = seconds if earlier is None else (
+                    earlier + DURATION_WEIGHT * (seconds - earlier))
+        while len(self._durations) > DURATION_KEYS:
+            self._durations.popitem(last=False)
+
+    def lane_depth(self, key: str) -> int:
+        """How long a lane on ``key`` may be, by its last attempts' run times.
+
+        As many as fit the give-back time (``common.domain.flow.fitted_depth``).
+        """
+        return fitted_depth(LANE_DEPTH, self._durations.get(key),
+                            self.give_back.total_seconds())
 
     @property
     def limited(self) -> bool:

@@ -19,6 +19,7 @@ from common.persistence.db import make_engine, make_sessions
 from common.persistence.outbox import OutboxRelay
 from scheduler.engine.batch import BatchApplier, BatchOutcome
 from scheduler.engine.consumer import ENGINE_QUEUES, EngineConsumer, OutageHooks
+from scheduler.engine.flow_gate import FlowGate
 from scheduler.engine.loading import RunLoader
 from scheduler.engine.repair import Repair, resend_lost
 from scheduler.engine.stopper import Stopper
@@ -33,7 +34,8 @@ def build_consumer(settings: Settings) -> EngineConsumer:
     client = redis.Redis.from_url(redis_url)
     relay = OutboxRelay(sessions, Publisher(client), settings.dispatch_bundle_size)
     applier = BatchApplier(
-        sessions, RunLoader(StructureCache()), relay, settings.lease_ttl, clock=utcnow
+        sessions, RunLoader(StructureCache()), relay, settings.lease_ttl, clock=utcnow,
+        flow=FlowGate(give_back=settings.bundle_spill_after),
     )
     stopper = Stopper(client, make_celery(redis_url))
 

@@ -105,6 +105,8 @@ class Admitted:
 
 # What may share a lane, for a waiter's run and task (``Candidate.group``); None: alone.
 LaneGroup = Callable[[uuid.UUID, str], Hashable | None]
+# How long a lane on a key may be, for the key (``common.domain.flow.fitted_depth``).
+LaneDepth = Callable[[str], int]
 
 
 @dataclass(frozen=True)
@@ -226,14 +228,17 @@ class PendingAdmission:
 
     def decide(
         self, conn: Connection[Any], turns: dict[str, str], lane_group: LaneGroup | None = None,
+        lane_depth: LaneDepth | None = None,
     ) -> Admission:
         """Read what was sent and decide; released keys not locked get a pass of their own.
 
         With ``lane_group``, a backlog on a wide concurrency limit is admitted in lanes
-        (``common.domain.flow.lanes``) among the waiters it groups together.
+        (``common.domain.flow.lanes``) among the waiters it groups together, each at most
+        ``lane_depth`` of its key long (else ``LANE_DEPTH``).
         """
         read = self.sent.read()
         admission = _decide(conn, read, self.limits, self.now, turns, lane_group=lane_group,
+                            lane_depth=lane_depth,
                             whole=len(read.rows) < self.per_tenant,
                             busy=self.per_tenant >= PER_TENANT,
                             unread={w.task_run_id: w.needs for w in self.sent.hold})
@@ -335,8 +340,9 @@ def in_key_order(conn: Executes, *statements: tuple[str, Any]) -> list[Rows]:
 
 def _decide(
     conn: Connection[Any], read: _Read, limits: OperatorLimits, now: datetime,
-    turns: dict[str, str], *, lane_group: LaneGroup | None = None, whole: bool = True,
-    busy: bool = False, unread: Mapping[uuid.UUID, Sequence[KeyNeed]] | None = None,
+    turns: dict[str, str], *, lane_group: LaneGroup | None = None,
+    lane_depth: LaneDepth | None = None, whole: bool = True, busy: bool = False,
+    unread: Mapping[uuid.UUID, Sequence[KeyNeed]] | None = None,
 ) -> Admission:
     """Which of the candidates read go (the pure core's answer), and why the rest wait.
 
@@ -359,7 +365,7 @@ def _decide(
     limits = _known_to_bound(conn, limits, needs)
     room = _room(conn, read, needs, limits, now)
     scope = ",".join(read.locked)
-    free, depths, laning = _giving(room, candidates,
+    free, depths, laning = _giving(room, candidates, lane_depth,
                                    fill_lanes=lane_group is not None and not whole and busy)
     decided = admit(candidates, free, limits.weights, read.started, turns.get(scope))
     if decided.last_turn is not None:
@@ -434,27 +440,30 @@ class _Room:
 
 
 def _giving(
-    room: Mapping[str, _Room], candidates: Sequence[Candidate], *, fill_lanes: bool,
+    room: Mapping[str, _Room], candidates: Sequence[Candidate], lane_depth: LaneDepth | None,
+    *, fill_lanes: bool,
 ) -> tuple[dict[str, int], dict[str, int], set[str]]:
     """The slots each key gives now, its lanes' depth, and the keys cut.
 
     With ``fill_lanes`` a key gives only the slots its candidates fill as lanes
     (``lane_room``); the keys so cut say their usage to those left waiting.
     """
-    free, depths = {k: max(0, r.free) for k, r in room.items()}, _depths(room)
+    free, depths = {k: max(0, r.free) for k, r in room.items()}, _depths(room, lane_depth)
     if fill_lanes:
         free = lane_room(candidates, free, depths)
     return free, depths, {k for k, r in room.items() if free[k] < r.free}
 
 
-def _depths(room: Mapping[str, _Room]) -> dict[str, int]:
+def _depths(room: Mapping[str, _Room], lane_depth: LaneDepth | None) -> dict[str, int]:
     """How long a lane each limited key allows.
 
     A rate none (its starts are counted at admission, in the window then); a concurrency
-    limit of n up to n (and LANE_DEPTH), none under LANES_FROM.
+    limit of n up to n (and ``lane_depth`` of the key, else LANE_DEPTH), none under
+    LANES_FROM.
     """
     return {key: 1 if r.per_s is not None or r.limit < LANES_FROM
-            else min(LANE_DEPTH, r.limit) for key, r in room.items()}
+            else min(lane_depth(key) if lane_depth else LANE_DEPTH, r.limit)
+            for key, r in room.items()}
 
 
 def _known_to_bound(

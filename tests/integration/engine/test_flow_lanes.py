@@ -112,6 +112,21 @@ def test_a_lane_frees_its_slot_when_its_last_attempt_ends(quiet_settings: Settin
         None: 64, f"concurrency {key} 8/8": 8}
 
 
+def test_a_key_whose_attempts_run_long_gets_no_lane_to_give_back(
+    quiet_settings: Settings,
+) -> None:
+    """Attempts of half a second each: a lane of them would run one and give the rest
+    back after 200 ms, to wait and be admitted again; the freed slot takes one."""
+    engine, key, run_id, lane = first_lane(quiet_settings, 80)
+    for task in lane:
+        result = engine.result(run_id, task)
+        ended = datetime.now(UTC)
+        engine.send(result.model_copy(
+            update={"at": ended, "started_at": ended - timedelta(seconds=0.5)}))
+    assert slots(engine, f"key:{key}") == (57, 8)  # one attempt took the freed slot
+    assert messages(engine, run_id)[-1][:2] == (EXECUTE_TASK, False)
+
+
 def test_an_attempt_of_a_lane_sent_again_leaves_it_and_waits(quiet_settings: Settings) -> None:
     """A ``redeliver`` (its message lost with Redis) must not send it alone beside its lane."""
     engine, key, run_id, lane = first_lane(quiet_settings, 70)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from common.domain.flow import Candidate, admit, lane_room, lanes
+from common.domain.flow import Candidate, admit, fitted_depth, lane_room, lanes
 
 KEYS = ["key:a", "key:b", "rate:r"]
 
@@ -178,3 +178,22 @@ def test_a_backlog_read_in_part_opens_only_the_lanes_it_fills() -> None:
     assert [len(lane) for lane in result] == [32, 32, 32, 32, 24]
     alone = Candidate(id=999, tenant="t", priority=0, order=999, keys=("key:db",))
     assert lane_room([*backlog, alone], {"key:db": 34}, {"key:db": 32}) == {"key:db": 6}
+
+
+def test_a_lane_holds_what_runs_in_half_the_give_back_time() -> None:
+    assert fitted_depth(32, None, 0.2) == 32  # nothing measured yet
+    assert fitted_depth(32, 0.0005, 0.2) == 32  # instant tasks: as long as allowed
+    assert fitted_depth(32, 0.005, 0.2) == 20
+    assert fitted_depth(32, 0.05, 0.2) == 2
+    assert fitted_depth(32, 0.5, 0.2) == 1  # slow tasks go alone: none is given back
+
+
+@given(depth=st.integers(1, 64), duration_s=st.floats(1e-6, 100.0),
+       give_back_s=st.floats(0.01, 10.0))
+def test_a_fitted_lane_is_within_its_depth_and_runs_within_half_the_give_back_time(
+    depth: int, duration_s: float, give_back_s: float,
+) -> None:
+    fitted = fitted_depth(depth, duration_s, give_back_s)
+    assert 1 <= fitted <= depth
+    assert fitted == 1 or fitted * duration_s <= give_back_s / 2 * (1 + 1e-9)
+    assert fitted_depth(depth, duration_s * 2, give_back_s) <= fitted  # slower: no longer
