@@ -120,7 +120,7 @@ class Settings(BaseSettings):
     def bundle_spill_after(self) -> timedelta:
         """How long a worker runs a bundle's attempts one by one before sharing the rest.
 
-        Engines read it too: a flow lane holds what runs in half of it (``flow_gate``).
+        Engines read it too: a flow lane holds what begins within it (``flow_gate``).
         """
         return timedelta(milliseconds=self.bundle_spill_after_ms)
 

@@ -209,13 +209,14 @@ def fitted_depth(depth: int, duration_s: float | None, give_back_s: float) -> in
 
     A worker gives back what a lane has not begun ``give_back_s`` after it took it, and
     each attempt given back waits and is admitted again: a lane of one-second tasks
-    would run one and send the rest back. So a lane holds what runs in half that time
-    (the other half for the durations' spread), and attempts of half of it or more go
-    alone. An unknown duration (None) keeps ``depth``.
+    would run one and send the rest back. So a lane holds about what runs in that
+    time, its last attempt beginning at least half a duration before the give-back (the
+    margin for the durations' spread): attempts of two thirds of the give-back time or
+    more go alone. An unknown duration (None) keeps ``depth``.
     """
     if duration_s is None or duration_s <= 0:
         return depth
-    return max(1, min(depth, int(give_back_s / (2 * duration_s))))
+    return max(1, min(depth, int(give_back_s / duration_s + 0.5)))
 
 
 def _lane_depth(candidate: Candidate, depth: Mapping[str, int]) -> int:

@@ -185,7 +185,7 @@ class FlowGate:
     def lane_depth(self, key: str) -> int:
         """How long a lane on ``key`` may be, by its last attempts' run times.
 
-        As many as fit the give-back time (``common.domain.flow.fitted_depth``).
+        As many as begin within the give-back time (``common.domain.flow.fitted_depth``).
         """
         return fitted_depth(LANE_DEPTH, self._durations.get(key),
                             self.give_back.total_seconds())

@@ -180,20 +180,22 @@ def test_a_backlog_read_in_part_opens_only_the_lanes_it_fills() -> None:
     assert lane_room([*backlog, alone], {"key:db": 34}, {"key:db": 32}) == {"key:db": 6}
 
 
-def test_a_lane_holds_what_runs_in_half_the_give_back_time() -> None:
+def test_a_lane_holds_what_begins_before_the_give_back_time() -> None:
     assert fitted_depth(32, None, 0.2) == 32  # nothing measured yet
     assert fitted_depth(32, 0.0005, 0.2) == 32  # instant tasks: as long as allowed
-    assert fitted_depth(32, 0.005, 0.2) == 20
-    assert fitted_depth(32, 0.05, 0.2) == 2
+    assert fitted_depth(32, 0.01, 0.2) == 20
+    assert fitted_depth(32, 0.1003, 0.2) == 2  # the second begins at 100 ms of 200
+    assert fitted_depth(32, 0.15, 0.2) == 1  # a second would begin too near the give-back
     assert fitted_depth(32, 0.5, 0.2) == 1  # slow tasks go alone: none is given back
 
 
 @given(depth=st.integers(1, 64), duration_s=st.floats(1e-6, 100.0),
        give_back_s=st.floats(0.01, 10.0))
-def test_a_fitted_lane_is_within_its_depth_and_runs_within_half_the_give_back_time(
+def test_a_fitted_lane_is_within_its_depth_and_its_last_attempt_begins_in_time(
     depth: int, duration_s: float, give_back_s: float,
 ) -> None:
     fitted = fitted_depth(depth, duration_s, give_back_s)
     assert 1 <= fitted <= depth
-    assert fitted == 1 or fitted * duration_s <= give_back_s / 2 * (1 + 1e-9)
+    last_begins_s = (fitted - 1) * duration_s
+    assert fitted == 1 or last_begins_s <= (give_back_s - duration_s / 2) * (1 + 1e-9)
     assert fitted_depth(depth, duration_s * 2, give_back_s) <= fitted  # slower: no longer
