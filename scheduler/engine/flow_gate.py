@@ -50,6 +50,7 @@ from scheduler.services.flow_admission import (
     LANE_DEPTH,
     LIMITS_TTL,
     PER_TENANT,
+    UNTIMED_LANE_DEPTH,
     KeyNeed,
     LaneGroup,
     OperatorLimits,
@@ -77,8 +78,8 @@ class Stakes:
     def send(self, conn: Executes, now: datetime) -> GateRead:
         """Send the admission's read in the caller's pipeline."""
         # As many waiters as it could admit alone, twice, and a lane more: what lanes
-        # (``LANE_DEPTH`` long at most) take beside those.
-        wanted = 2 * (len(self.ended) + len(self.hold)) + LANE_DEPTH
+        # take beside those (a busy batch reads PER_TENANT, which fills longer ones).
+        wanted = 2 * (len(self.ended) + len(self.hold)) + UNTIMED_LANE_DEPTH
         pending = PendingAdmission.send(
             conn, self.limits, now, release=self.ended, hold=self.hold,
             per_tenant=min(PER_TENANT, max(AT_LEAST, wanted)))
@@ -185,10 +186,11 @@ class FlowGate:
     def lane_depth(self, key: str) -> int:
         """How long a lane on ``key`` may be, by its last attempts' run times.
 
-        As many as begin within the give-back time (``common.domain.flow.fitted_depth``).
+        As many as begin within the give-back time (``common.domain.flow.fitted_depth``);
+        UNTIMED_LANE_DEPTH until one of its attempts has ended here.
         """
         return fitted_depth(LANE_DEPTH, self._durations.get(key),
-                            self.give_back.total_seconds())
+                            self.give_back.total_seconds(), untimed=UNTIMED_LANE_DEPTH)
 
     @property
     def limited(self) -> bool:

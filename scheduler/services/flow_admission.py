@@ -53,14 +53,18 @@ from common.persistence.queries import (
 PER_TENANT = 256
 AT_LEAST = 8
 # Lanes (``common.domain.flow.lanes``): a concurrency limit of n >= LANES_FROM lets a
-# lane take up to n attempts, at most LANE_DEPTH. A lane is one broker message (a worker
-# pays ~2 ms of CPU a message here, so a fan-out of short tasks needs long lanes: 8 made
-# a limit of 50 run at 0.6 of no limit, 32 at 0.86), and it costs priority its length:
-# an urgent task waits for a lane to end while the others go on, about as many starts
-# as a lane is long, a round of the limit at most. Narrow limits, where one start
-# matters, get none.
+# lane take up to n attempts, at most LANE_DEPTH, fewer for a key whose attempts run
+# long (``common.domain.flow.fitted_depth``), UNTIMED_LANE_DEPTH for a key none of whose
+# attempts has ended yet (its tasks may be slow: a lane gives back what it has not begun
+# within 200 ms). A lane is one broker message (a worker pays ~2 ms of CPU a message
+# here, so a fan-out of short tasks needs long lanes: 8 made a limit of 50 run at 0.6 of
+# no limit, 32 at 0.835, 64 at 0.855: docs/decisions.md), and it costs priority its
+# length: an urgent task waits for a lane to end while the others go on, about as many
+# starts as a lane is long, a round of the limit at most, and never more than the
+# give-back time. Narrow limits, where one start matters, get none.
 LANES_FROM = 8
-LANE_DEPTH = 32
+LANE_DEPTH = 64
+UNTIMED_LANE_DEPTH = 32
 # How old a process's copy of the operators' limits may be (``FlowGate.limits``): a
 # change takes effect within it.
 LIMITS_TTL = timedelta(seconds=1)

@@ -20,6 +20,7 @@ from common.messaging.epoch import current_epoch
 from common.messaging.messages import EXECUTE_BUNDLE_TASK, EXECUTE_TASK, Activation
 from common.persistence.models import FlowSlot, OutboxMessage, TaskRun
 from scheduler.engine import repair
+from scheduler.engine.incoming import Incoming
 from tests.integration.engine.test_flow_gate import Engine, fan_out
 
 
@@ -125,6 +126,35 @@ def test_a_key_whose_attempts_run_long_gets_no_lane_to_give_back(
             update={"at": ended, "started_at": ended - timedelta(seconds=0.5)}))
     assert slots(engine, f"key:{key}") == (57, 8)  # one attempt took the freed slot
     assert messages(engine, run_id)[-1][:2] == (EXECUTE_TASK, False)
+
+
+def lane_lengths_after_a_lane_ends(quiet_settings: Settings, ran_s: float | None) -> list[int]:
+    """A fan-out of 600 on a limit of 50, its first lane's 32 attempts ended in one batch
+    (each run ``ran_s`` by the worker's clock, None: not said): the lanes sent since."""
+    engine = Engine(quiet_settings)
+    key = f"db-{uuid.uuid4().hex[:8]}"
+    run_id = engine.submit(fan_out("job", 600, concurrency=[{"key": key, "limit": 50}]))
+    engine.start(run_id)
+    sent = len(messages(engine, run_id))
+    ended = []
+    for task in next(tasks for _, _, tasks in messages(engine, run_id)):
+        result = engine.result(run_id, task)
+        if ran_s is not None:
+            at = datetime.now(UTC)
+            result = result.model_copy(
+                update={"at": at, "started_at": at - timedelta(seconds=ran_s)})
+        ended.append(Incoming(result.message_id, run_id, result))
+    engine.applier.apply(ended)
+    return sorted(len(tasks) for _, _, tasks in messages(engine, run_id)[sent:])
+
+
+def test_a_key_whose_attempts_are_instant_gets_lanes_as_long_as_its_limit(
+    quiet_settings: Settings,
+) -> None:
+    """Until one of a key's attempts has ended its lanes are 32 long at most (its tasks
+    may be slow); once they are known to take a millisecond, as long as the limit."""
+    assert max(lane_lengths_after_a_lane_ends(quiet_settings, None)) == 32
+    assert max(lane_lengths_after_a_lane_ends(quiet_settings, 0.001)) == 50
 
 
 def test_an_attempt_of_a_lane_sent_again_leaves_it_and_waits(quiet_settings: Settings) -> None:

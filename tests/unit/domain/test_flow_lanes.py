@@ -187,6 +187,9 @@ def test_a_lane_holds_what_begins_before_the_give_back_time() -> None:
     assert fitted_depth(32, 0.1003, 0.2) == 2  # the second begins at 100 ms of 200
     assert fitted_depth(32, 0.15, 0.2) == 1  # a second would begin too near the give-back
     assert fitted_depth(32, 0.5, 0.2) == 1  # slow tasks go alone: none is given back
+    assert fitted_depth(64, None, 0.2, untimed=32) == 32  # a first guess, before any ends
+    assert fitted_depth(64, 0.0005, 0.2, untimed=32) == 64
+    assert fitted_depth(16, None, 0.2, untimed=32) == 16
 
 
 @given(depth=st.integers(1, 64), duration_s=st.floats(1e-6, 100.0),
