@@ -4,7 +4,7 @@ One invocation, engine, beat and one worker of ``noop`` tasks (threads x 8) on t
 servers:
   (a) a fan-out of N ``noop`` tasks with no limit;
   (b) the same fan-out with ``concurrency: [{key, limit: 50}]`` on every task;
-  each fan-out starts from fresh planner statistics (``ANALYZE``, see ``Bench.analyze``);
+  each fan-out starts from fresh planner statistics and a checkpoint (``Bench.analyze``);
   pairs of (a) and (b) alternate (after an untimed pair a fifth their size), and the
   ratio b/a of their tasks/s is printed with the engine's CPU per task of each (the
   difference is the cost of the limit check), how busy the machine was, and each
@@ -104,9 +104,17 @@ class Bench:
         small: a cost that grows with every fan-out and falls on the limited fan-out's
         hundreds of small batches (same code: ratio 0.64 in the first pair, 0.49 in the
         second). Both fan-outs of a pair start from fresh statistics.
+
+        Then a checkpoint, so that each fan-out starts at the same point of PostgreSQL's
+        checkpoint cycle. A fan-out of 10,000 writes some 60 MB of WAL, so on this
+        workplace's servers (``max_wal_size`` 1 GB) a checkpoint began every eight or
+        nine fan-outs, and the fan-outs just after it paid the full-page images of every
+        page they touched first: one side or the other, by chance, and a pair's ratio
+        ran from 0.62 to 1.11 with the same code.
         """
         with psycopg.connect(self.database_url, autocommit=True) as conn:
             conn.execute("VACUUM ANALYZE")
+            conn.execute("CHECKPOINT")
 
     def starts(self, run_id: uuid.UUID) -> list[datetime]:
         with psycopg.connect(self.database_url) as conn:
