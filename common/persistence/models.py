@@ -526,15 +526,14 @@ class FlowSlot(Base):
     Attempts admitted in a lane (to run one after another in one slot) name its lead
     in ``lane``; an attempt alone has none, and is its own lane. Deleted with the
     attempt's end, in the transaction that ends it; the task run's deletion (retention,
-    a deleted job) takes it too.
+    a deleted job) takes it too, by a trigger rather than a foreign key (migration 0020:
+    a key's lookup cost each admitted attempt more than the rest of its row).
     """
 
     __tablename__ = "flow_slots"
 
     key: Mapped[str] = mapped_column(String(210), primary_key=True)
-    task_run_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("task_runs.id", ondelete="CASCADE"), primary_key=True, index=True
-    )
+    task_run_id: Mapped[uuid.UUID] = mapped_column(primary_key=True, index=True)
     attempt: Mapped[int] = mapped_column(Integer)
     tenant: Mapped[str] = mapped_column(String(200))
     at: Mapped[datetime]
@@ -545,16 +544,15 @@ class FlowWaiter(Base):
     """A READY attempt waiting for one of its keys, in the order it may start.
 
     The primary key is led by the attempt, so that ``ix_flow_waiters_order`` is the one
-    index a read by key can take (migration 0014).
+    index a read by key can take (migration 0014). The task run's deletion takes it by a
+    trigger, as it takes ``FlowSlot`` (migration 0020).
     """
 
     __tablename__ = "flow_waiters"
 
-    task_run_id: Mapped[uuid.UUID] = mapped_column(
-        ForeignKey("task_runs.id", ondelete="CASCADE"), primary_key=True
-    )
+    task_run_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
     key: Mapped[str] = mapped_column(String(210), primary_key=True)
-    run_id: Mapped[uuid.UUID] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    run_id: Mapped[uuid.UUID] = mapped_column()
     task: Mapped[str] = mapped_column(String(200))
     attempt: Mapped[int] = mapped_column(Integer)
     tenant: Mapped[str] = mapped_column(String(200))

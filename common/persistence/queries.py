@@ -574,16 +574,20 @@ RELEASE_FLOW = (
     "SELECT key FROM slots UNION SELECT key FROM waits"
 )
 
-# Admitted: a slot of every key they waited for (rate keys too: they mark them admitted),
-# a start on each rated key, and their waits gone (matched as a set: ``RELEASE_FLOW``);
-# one statement, run between ``PIN_INDEX`` and ``UNPIN_INDEX``.
+# Admitted: their waits gone (matched as a set: ``RELEASE_FLOW``), a slot of every key
+# they waited for (rate keys too: they mark them admitted) and a start on each rated key;
+# one statement, run between ``PIN_INDEX`` and ``UNPIN_INDEX``. Slots only for the
+# attempts whose waits it deleted: a wait deleted meanwhile went with its task run
+# (migration 0020's trigger, which waits for this statement on the wait's row or is
+# waited for), and a slot of its attempt would never be released.
 TAKE_FLOW_SLOTS = (
-    "WITH slots AS (INSERT INTO flow_slots (key, task_run_id, attempt, tenant, at, lane) "
+    "WITH waits AS (DELETE FROM flow_waiters WHERE task_run_id IN (SELECT unnest(%b::uuid[])) "
+    "  RETURNING task_run_id), "
+    "slots AS (INSERT INTO flow_slots (key, task_run_id, attempt, tenant, at, lane) "
     "  SELECT * FROM unnest(%b::text[], %b::uuid[], %b::int[], %b::text[], %b::timestamptz[], "
-    "  %b::uuid[]) ON CONFLICT DO NOTHING), "
-    "starts AS (INSERT INTO flow_starts (key, at) "
-    "  SELECT * FROM unnest(%b::text[], %b::timestamptz[])) "
-    "DELETE FROM flow_waiters WHERE task_run_id IN (SELECT unnest(%b::uuid[]))"
+    "  %b::uuid[]) AS s(key, task_run_id, attempt, tenant, at, lane) "
+    "  WHERE s.task_run_id IN (SELECT task_run_id FROM waits) ON CONFLICT DO NOTHING) "
+    "INSERT INTO flow_starts (key, at) SELECT * FROM unnest(%b::text[], %b::timestamptz[])"
 )
 
 # ---- Limits on a type or tenant count what already runs: scheduler.services.flow_limits,
@@ -600,14 +604,16 @@ _IN_FLIGHT_OF_JOBS = (
     "WHERE (t.claim_check_at IS NOT NULL OR t.deadline_at IS NOT NULL) "
     "AND t.state IN ('READY', 'ACTIVE') AND t.waiting_for IS NULL "
 )
+# The task runs are locked as a foreign key would (``FOR KEY SHARE``): one deleted
+# meanwhile is skipped, not given a slot nobody would release (migration 0020).
 ADOPT_TYPE_SLOTS = (
     "INSERT INTO flow_slots (key, task_run_id, attempt, tenant, at) " + _IN_FLIGHT_OF_JOBS
     + "AND coalesce(nullif(d.binding ->> 'engine', ''), d.type) = %(name)s "
-    "ON CONFLICT DO NOTHING"
+    "FOR KEY SHARE OF t ON CONFLICT DO NOTHING"
 )
 ADOPT_TENANT_SLOTS = (
     "INSERT INTO flow_slots (key, task_run_id, attempt, tenant, at) " + _IN_FLIGHT_OF_JOBS
-    + "AND j.tenant = %(name)s ON CONFLICT DO NOTHING"
+    + "AND j.tenant = %(name)s FOR KEY SHARE OF t ON CONFLICT DO NOTHING"
 )
 
 # The limits that count what already runs (a type's or a tenant's number, not a rate),
@@ -621,10 +627,12 @@ _ADOPTING_LIMITS = (
 # again while the engines' caches of the limits (a second old at most) catch up.
 RECENTLY_LIMITED = _ADOPTING_LIMITS + " AND updated_at > %s"
 
-# Slots of attempts no longer in flight (READY or ACTIVE), or of an earlier attempt.
+# Slots of attempts no longer in flight (READY or ACTIVE), of an earlier attempt, or of
+# a task run that is gone.
 _SLOTS_OUT_OF_FLIGHT = (
-    "DELETE FROM flow_slots AS s USING task_runs AS t WHERE t.id = s.task_run_id "
-    "AND (t.state NOT IN ('READY', 'ACTIVE') OR t.attempt <> s.attempt)"
+    "DELETE FROM flow_slots AS s WHERE NOT EXISTS (SELECT FROM task_runs AS t "
+    "  WHERE t.id = s.task_run_id AND t.state IN ('READY', 'ACTIVE') "
+    "  AND t.attempt = s.attempt)"
 )
 
 # ... and those of the recently limited keys: an engine whose cache did not know the
@@ -652,12 +660,13 @@ PRUNE_FLOW_STARTS = "DELETE FROM flow_starts WHERE at < %s"
 # ---- Flow control's repair on engine start: scheduler.engine.repair ----
 
 # Slots of attempts no longer in flight (READY or ACTIVE), waits of attempts no longer
-# READY: what a bug or a manual change could leave; every end releases its own.
+# READY, either of a task run gone: what a bug or a manual change could leave; every end
+# releases its own, and a task run's deletion takes its rows (migration 0020).
 REPAIR_FLOW_SLOTS = _SLOTS_OUT_OF_FLIGHT
 
 REPAIR_FLOW_WAITERS = (
-    "DELETE FROM flow_waiters AS w USING task_runs AS t WHERE t.id = w.task_run_id "
-    "AND (t.state <> 'READY' OR t.attempt <> w.attempt)"
+    "DELETE FROM flow_waiters AS w WHERE NOT EXISTS (SELECT FROM task_runs AS t "
+    "  WHERE t.id = w.task_run_id AND t.state = 'READY' AND t.attempt = w.attempt)"
 )
 
 # Held attempts with no wait recorded: sent through the gate again.

@@ -153,7 +153,7 @@ class Slots:
         if self.admitted:
             cur.execute(PIN_INDEX)
             cur.execute(TAKE_FLOW_SLOTS, literals([
-                *_columns(self.slots, 6), *_columns(self.starts, 2), self.admitted]))
+                self.admitted, *_columns(self.slots, 6), *_columns(self.starts, 2)]))
             cur.execute(UNPIN_INDEX)
 
     def __add__(self, other: Slots) -> Slots:

@@ -130,7 +130,7 @@ def test_the_deletes_of_waiters_by_id_take_an_index(
     """Between ``PIN_INDEX`` and ``UNPIN_INDEX``: planned as a scan of all 10,000
     waiters, an admission's delete of a lane's 200 took 120-180 ms."""
     ids = "'{00000000-0000-0000-0000-000000000001}'"
-    args = ids if statement == "RELEASE_FLOW" else ", ".join(["'{}'"] * 8 + [ids])
+    args = ids if statement == "RELEASE_FLOW" else ", ".join([ids] + ["'{}'"] * 8)
     drained.execute(PIN_INDEX)
     plan = generic_plan(drained, getattr(queries, statement), args)
     drained.execute(UNPIN_INDEX)
