@@ -204,9 +204,7 @@ def lane_room(
             for key, slots in free.items()}
 
 
-def fitted_depth(
-    depth: int, duration_s: float | None, give_back_s: float, *, untimed: int | None = None,
-) -> int:
+def fitted_depth(depth: int, duration_s: float | None, give_back_s: float, *, untimed: int) -> int:
     """How long a lane of attempts lasting ``duration_s`` each may be, at most ``depth``.
 
     A worker gives back what a lane has not begun ``give_back_s`` after it took it, and
@@ -214,12 +212,12 @@ def fitted_depth(
     would run one and send the rest back. So a lane holds about what runs in that
     time, its last attempt beginning at least half a duration before the give-back (the
     margin for the durations' spread): attempts of two thirds of the give-back time or
-    more go alone. An unknown duration (None) gets ``untimed`` (at most ``depth``; by
-    default ``depth``): the key's first lanes go before any of its attempts has ended,
-    and a shorter guess sends fewer back if its tasks turn out slow.
+    more go alone. An unknown duration (None) gets ``untimed`` (at most ``depth``): the
+    key's first lanes go before any of its attempts has ended, and a shorter guess sends
+    fewer back if its tasks turn out slow.
     """
     if duration_s is None or duration_s <= 0:
-        return depth if untimed is None else max(1, min(depth, untimed))
+        return max(1, min(depth, untimed))
     return max(1, min(depth, int(give_back_s / duration_s + 0.5)))
 
 

@@ -17,7 +17,7 @@ from sqlalchemy import delete, select, text
 from common.config import Settings
 from common.messaging.claims import ClaimHolders
 from common.messaging.epoch import current_epoch
-from common.messaging.messages import EXECUTE_BUNDLE_TASK, EXECUTE_TASK, Activation
+from common.messaging.messages import EXECUTE_BUNDLE_TASK, EXECUTE_TASK, Activation, TaskResult
 from common.persistence.models import FlowSlot, OutboxMessage, TaskRun
 from scheduler.engine import repair
 from scheduler.engine.incoming import Incoming
@@ -113,6 +113,13 @@ def test_a_lane_frees_its_slot_when_its_last_attempt_ends(quiet_settings: Settin
         None: 64, f"concurrency {key} 8/8": 8}
 
 
+def timed_result(engine: Engine, run_id: uuid.UUID, task: str, ran_s: float) -> TaskResult:
+    """The task's attempt finished now, having run ``ran_s`` by the worker's clock."""
+    ended = datetime.now(UTC)
+    return engine.result(run_id, task).model_copy(
+        update={"at": ended, "started_at": ended - timedelta(seconds=ran_s)})
+
+
 def test_a_key_whose_attempts_run_long_gets_no_lane_to_give_back(
     quiet_settings: Settings,
 ) -> None:
@@ -120,10 +127,7 @@ def test_a_key_whose_attempts_run_long_gets_no_lane_to_give_back(
     back after 200 ms, to wait and be admitted again; the freed slot takes one."""
     engine, key, run_id, lane = first_lane(quiet_settings, 80)
     for task in lane:
-        result = engine.result(run_id, task)
-        ended = datetime.now(UTC)
-        engine.send(result.model_copy(
-            update={"at": ended, "started_at": ended - timedelta(seconds=0.5)}))
+        engine.send(timed_result(engine, run_id, task, 0.5))
     assert slots(engine, f"key:{key}") == (57, 8)  # one attempt took the freed slot
     assert messages(engine, run_id)[-1][:2] == (EXECUTE_TASK, False)
 
@@ -138,11 +142,8 @@ def lane_lengths_after_a_lane_ends(quiet_settings: Settings, ran_s: float | None
     sent = len(messages(engine, run_id))
     ended = []
     for task in next(tasks for _, _, tasks in messages(engine, run_id)):
-        result = engine.result(run_id, task)
-        if ran_s is not None:
-            at = datetime.now(UTC)
-            result = result.model_copy(
-                update={"at": at, "started_at": at - timedelta(seconds=ran_s)})
+        result = engine.result(run_id, task) if ran_s is None else timed_result(
+            engine, run_id, task, ran_s)
         ended.append(Incoming(result.message_id, run_id, result))
     engine.applier.apply(ended)
     return sorted(len(tasks) for _, _, tasks in messages(engine, run_id)[sent:])

@@ -181,12 +181,13 @@ def test_a_backlog_read_in_part_opens_only_the_lanes_it_fills() -> None:
 
 
 def test_a_lane_holds_what_begins_before_the_give_back_time() -> None:
-    assert fitted_depth(32, None, 0.2) == 32  # nothing measured yet
-    assert fitted_depth(32, 0.0005, 0.2) == 32  # instant tasks: as long as allowed
-    assert fitted_depth(32, 0.01, 0.2) == 20
-    assert fitted_depth(32, 0.1003, 0.2) == 2  # the second begins at 100 ms of 200
-    assert fitted_depth(32, 0.15, 0.2) == 1  # a second would begin too near the give-back
-    assert fitted_depth(32, 0.5, 0.2) == 1  # slow tasks go alone: none is given back
+    assert fitted_depth(32, None, 0.2, untimed=32) == 32  # nothing measured yet
+    assert fitted_depth(32, 0.0005, 0.2, untimed=32) == 32  # instant tasks: as long as allowed
+    assert fitted_depth(32, 0.01, 0.2, untimed=32) == 20
+    assert fitted_depth(32, 0.1003, 0.2, untimed=32) == 2  # the second begins at 100 ms of 200
+    # a second would begin too near the give-back:
+    assert fitted_depth(32, 0.15, 0.2, untimed=32) == 1
+    assert fitted_depth(32, 0.5, 0.2, untimed=32) == 1  # slow tasks go alone: none is given back
     assert fitted_depth(64, None, 0.2, untimed=32) == 32  # a first guess, before any ends
     assert fitted_depth(64, 0.0005, 0.2, untimed=32) == 64
     assert fitted_depth(16, None, 0.2, untimed=32) == 16
@@ -197,8 +198,9 @@ def test_a_lane_holds_what_begins_before_the_give_back_time() -> None:
 def test_a_fitted_lane_is_within_its_depth_and_its_last_attempt_begins_in_time(
     depth: int, duration_s: float, give_back_s: float,
 ) -> None:
-    fitted = fitted_depth(depth, duration_s, give_back_s)
+    fitted = fitted_depth(depth, duration_s, give_back_s, untimed=depth)
     assert 1 <= fitted <= depth
     last_begins_s = (fitted - 1) * duration_s
     assert fitted == 1 or last_begins_s <= (give_back_s - duration_s / 2) * (1 + 1e-9)
-    assert fitted_depth(depth, duration_s * 2, give_back_s) <= fitted  # slower: no longer
+    slower = fitted_depth(depth, duration_s * 2, give_back_s, untimed=depth)
+    assert slower <= fitted  # slower: no longer
