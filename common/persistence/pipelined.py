@@ -111,7 +111,9 @@ class Pipelined:
     """A pipeline of statements on ``conn``: ``with Pipelined(conn) as p: p.execute(...)``.
 
     Leaving the block sends everything, waits for every result and raises the first
-    error. Statements use psycopg's placeholders (``%s``, ``%b``, ``%(name)s``).
+    error. Statements wait in libpq's buffer until then: flushed one by one, they made
+    a one-message batch slower and a large one no faster (docs/decisions.md).
+    Statements use psycopg's placeholders (``%s``, ``%b``, ``%(name)s``).
     """
 
     def __init__(self, conn: Connection[Any]) -> None:
