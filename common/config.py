@@ -61,6 +61,9 @@ class Settings(BaseSettings):
     # (as compact JSON) is 422 naming it.
     api_max_body_bytes: int = 1024 * 1024
     api_max_params_bytes: int = 64 * 1024
+    # A log line per request from uvicorn. Off by default: at 1,000 requests a second it
+    # is 5-7% of a read's API CPU (``bench/README.md``); a proxy in front usually logs.
+    api_access_log: bool = False
     # The notify runner (docs/decisions.md, "Notify"): a delivery is tried at most
     # ``webhook_max_attempts`` times, the n-th retry after ``webhook_retry_base_s`` *
     # 2^(n-1) (at most ``webhook_retry_max_s``, jittered down to half), each POST given

@@ -35,7 +35,8 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8080,
     # Open event streams never end by themselves: on shutdown they get a few seconds.
     options = {"host": host, "port": port, "log_level": "info",
                "timeout_graceful_shutdown": GRACEFUL_SHUTDOWN_S,
-               "timeout_keep_alive": KEEP_ALIVE_S}
+               "timeout_keep_alive": KEEP_ALIVE_S,
+               "access_log": settings.api_access_log}
     if workers == 1:
         app = create_app(settings)
         # A wide run's or job's read allocates ~100,000 objects: with the libraries'
