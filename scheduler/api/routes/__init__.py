@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends
 
-from scheduler.api.deps import get_principal
+from scheduler.api.deps import bearer_scheme, get_principal
 from scheduler.api.errors import PROBLEM_JSON
 from scheduler.api.payload import refuse_unstorable
 from scheduler.api.routes import (
@@ -57,7 +57,8 @@ def api_router() -> APIRouter:
     router.include_router(callbacks.router)
     # Authenticated first, then input PostgreSQL cannot store is refused (422).
     protected = APIRouter(
-        dependencies=[Depends(get_principal), Depends(refuse_unstorable)], responses=_PROBLEMS,
+        dependencies=[Depends(bearer_scheme), Depends(get_principal), Depends(refuse_unstorable)],
+        responses=_PROBLEMS,
     )
     for module in (jobs, runs, processors, schedules, tokens, metrics, subscriptions, events):
         protected.include_router(module.router)
