@@ -1,4 +1,4 @@
-"""Admitting as many requests at once as there are request threads.
+"""Admitting at most as many requests at once as there are request threads.
 
 A sync route holds its session's database connection from its first query until the
 request ends, and FastAPI hops to a worker thread more than once per request (the

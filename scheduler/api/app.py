@@ -36,12 +36,17 @@ def api_base(path_prefix: str) -> str:
     return f"/{prefix}{API_VERSION_PATH}" if prefix else API_VERSION_PATH
 
 
-# Sync routes' threads (and admitted requests, and pooled connections) of one process.
+# Sync routes' threads (and pooled connections) of one process.
 # Python runs one of them at a time: more only contend for the GIL with the event loop,
 # which answers the reads (``Resources.reads``). Measured with ``bench/api_load.py``
 # (200 clients creating, reading, listing): 16 threads, 180-187 requests/s and a read's
 # p99 386-732 ms; 4 threads, 212-232 requests/s and 15 ms. More cores: ``--workers``.
 REQUEST_THREADS = 4
+# Requests admitted at once (``Admission``): one fewer than the threads, which leaves one
+# for the API-token lookups of the reads the event loop answers. With creates hopping to
+# a thread once, 4 admitted let them take the loop's time from the reads: a read's p99
+# 317-345 ms in that mix (two processes), against 72-106 ms with 3, at the same rate.
+ADMITTED_REQUESTS = 3
 
 
 def create_app(settings: Settings, *, clock: Clock = utcnow) -> FastAPI:
@@ -50,8 +55,8 @@ def create_app(settings: Settings, *, clock: Clock = utcnow) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # As many request threads as pooled connections and admitted requests (see
-        # ``admission``): a request never waits for a connection or a thread while
+        # As many request threads as pooled connections, and more than admitted requests
+        # (see ``admission``): a request never waits for a connection or a thread while
         # holding the other.
         to_thread.current_default_thread_limiter().total_tokens = REQUEST_THREADS
         resources = Resources.open(settings, clock, pool_size=REQUEST_THREADS)
@@ -79,7 +84,7 @@ def create_app(settings: Settings, *, clock: Clock = utcnow) -> FastAPI:
     # Streams hold no thread and no connection while they last: they take no slot; nor
     # do the reads the event loop answers (a job, a run, the lists of jobs and of runs).
     app.add_middleware(
-        Admission, limit=REQUEST_THREADS, exempt=(f"{base}{EVENTS_PATH}",),
+        Admission, limit=ADMITTED_REQUESTS, exempt=(f"{base}{EVENTS_PATH}",),
         on_loop=loop_reads(base),
     )  # inside: bodies are read first
     app.add_middleware(BodySizeLimit, max_bytes=limits.max_body_bytes)
