@@ -336,15 +336,29 @@ INSERT_JOB = (
 )
 
 
-# COPY: a list of rows given to the ORM went to psycopg's ``executemany``, one INSERT a
-# row (30,000 statements and a second for a 10,000-task fan-out); multi-row VALUES cost
-# more still (psycopg parses every placeholder). The columns are ``TASK_COLUMNS``'.
+# A job's tasks and edges, one statement each whatever their number: a list of rows given
+# to the ORM went to psycopg's ``executemany``, one INSERT a row (30,000 statements and a
+# second for a 10,000-task fan-out); multi-row VALUES cost more still (psycopg parses
+# every placeholder). ``COPY`` was as fast for 10,000 tasks, but a create of a few tasks
+# paid its two round trips twice (a tenth of the API's CPU a create, and of PostgreSQL's).
+# One array literal a column (``common.persistence.arrays``), JSON as text.
 TASK_COLUMNS = (
     "id", "job_id", "position", "name", "type", "params", "secure_params", "timeout_s",
     "retries", "retry_backoff_s", "confirm", "priority", "binding", "flow",
 )
-COPY_TASKS = f"COPY tasks ({', '.join(TASK_COLUMNS)}) FROM STDIN"
-COPY_TASK_EDGES = "COPY task_edges (job_id, from_task, to_task) FROM STDIN"
+INSERT_TASKS = (
+    f"INSERT INTO tasks ({', '.join(TASK_COLUMNS)}) "
+    "SELECT id, job_id, position, name, type, params::jsonb, secure_params, timeout_s, "
+    "retries, retry_backoff_s, confirm, priority, binding::jsonb, flow::jsonb "
+    "FROM unnest(%b::uuid[], %b::uuid[], %b::int[], %b::text[], %b::text[], %b::text[], "
+    "%b::text[], %b::float8[], %b::int[], %b::float8[], %b::bool[], %b::int[], %b::text[], "
+    "%b::text[]) AS t(id, job_id, position, name, type, params, secure_params, timeout_s, "
+    "retries, retry_backoff_s, confirm, priority, binding, flow)"
+)
+INSERT_TASK_EDGES = (
+    "INSERT INTO task_edges (job_id, from_task, to_task) "
+    "SELECT %b::uuid, f, t FROM unnest(%b::uuid[], %b::uuid[]) AS e(f, t)"
+)
 
 # The job holding a name (``job_names.name_holder``, for a 409) and the worker types a
 # job is bound to, checked before it is written (``worker_types.registered``): plain SQL

@@ -28,7 +28,7 @@ from scheduler.services.job_names import rename
 from scheduler.services.job_queries import TaskView, read_job
 from scheduler.services.jobs import (
     FlowColumns,
-    copy_edges,
+    insert_edges,
     secret_text,
     spec_column,
     task_row,
@@ -183,4 +183,4 @@ def _replace_tasks(
     upsert = pg_insert(Task)
     columns = {name: upsert.excluded[name] for name in rows[0] if name not in {"id", "job_id"}}
     session.execute(upsert.on_conflict_do_update(index_elements=["id"], set_=columns), rows)
-    copy_edges(session, job.id, spec, ids)
+    insert_edges(session, job.id, spec, ids)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -14,13 +14,14 @@ from sqlalchemy.orm import Session
 from common.domain.flow_spec import has_variables
 from common.domain.spec import JobSpec, TaskSpec
 from common.domain.states import RunState
+from common.persistence.arrays import literals
 from common.persistence.db import driver
 from common.persistence.json_text import json_text
 from common.persistence.models import Job
 from common.persistence.queries import (
-    COPY_TASK_EDGES,
-    COPY_TASKS,
     INSERT_JOB,
+    INSERT_TASK_EDGES,
+    INSERT_TASKS,
     JOB_COLUMNS,
     TASK_COLUMNS,
 )
@@ -130,49 +131,40 @@ def _insert_tasks(session: Session, job_id: UUID, spec: JobSpec, secrets: Secret
                  bound=bound.get(task.name), flows=flows)
         for position, task in enumerate(spec.tasks)
     ]
-    dumped: dict[int, str] = {}
-    copy_rows(session, COPY_TASKS, (_task_values(row, dumped) for row in rows))
-    copy_edges(session, job_id, spec, ids)
+    session.flush()
+    driver(session).execute(INSERT_TASKS, literals(_task_columns(rows)))
+    insert_edges(session, job_id, spec, ids)
 
 
-def _task_values(row: Mapping[str, Any], dumped: dict[int, str]) -> list[Any]:
-    """A task row as ``COPY`` takes it; a ``flow`` shared with other rows is dumped once.
+def _task_columns(rows: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
+    """The task rows as columns, for :data:`INSERT_TASKS`; JSON as its text.
 
-    ``dumped`` holds the JSON text of each shared value by its id (:class:`FlowColumns`
-    hands the tasks of one setting one dict; the rows keep them alive meanwhile).
+    A ``flow`` shared by rows (:class:`FlowColumns`) is dumped once.
     """
-    flow = row["flow"]
-    if flow is not None and id(flow) not in dumped:
-        dumped[id(flow)] = json_text(flow)
-    text = None if flow is None else dumped[id(flow)]
-    return [text if c == "flow" else _copied(c, row[c]) for c in TASK_COLUMNS]
+    dumped: dict[int, str | None] = {}
+
+    def text(value: Any) -> str | None:
+        if value is None:
+            return None
+        if id(value) not in dumped:
+            dumped[id(value)] = json_text(value)
+        return dumped[id(value)]
+
+    return [[text(row[c]) for row in rows] if c in _JSON_COLUMNS else [row[c] for row in rows]
+            for c in TASK_COLUMNS]
 
 
-def copy_edges(session: Session, job_id: UUID, spec: JobSpec, ids: Mapping[str, UUID]) -> None:
+def insert_edges(session: Session, job_id: UUID, spec: JobSpec, ids: Mapping[str, UUID]) -> None:
     """The job's edges, each task to the tasks of its ``next`` (once each)."""
-    edges = [(job_id, ids[task.name], ids[successor])
+    edges = [(ids[task.name], ids[successor])
              for task in spec.tasks for successor in dict.fromkeys(task.next)]
     if edges:
-        copy_rows(session, COPY_TASK_EDGES, edges)
+        session.flush()
+        driver(session).execute(INSERT_TASK_EDGES, (job_id, *literals(zip(*edges, strict=True))))
 
 
-def copy_rows(session: Session, statement: str, rows: Iterable[Sequence[Any]]) -> None:
-    """``rows`` through ``COPY`` (``common.persistence.queries`` says why).
-
-    After a flush: the ORM's pending rows (the job's) go first, as the copied rows'
-    foreign keys need.
-    """
-    session.flush()
-    with driver(session).cursor() as cursor, cursor.copy(statement) as copy:
-        for row in rows:
-            copy.write_row(row)
-
-
-def _copied(column: str, value: Any, json_columns: frozenset[str] = _JSON_COLUMNS) -> Any:
-    """A ``tasks`` value as ``COPY`` takes it: a JSON column's value wrapped as such.
-
-    ``INSERT_JOB`` takes a ``jobs`` value alike, with the job's JSON columns.
-    """
+def _copied(column: str, value: Any, json_columns: frozenset[str]) -> Any:
+    """A ``jobs`` value as ``INSERT_JOB`` takes it: a JSON column's value wrapped as such."""
     return Jsonb(value) if column in json_columns and value is not None else value
 
 

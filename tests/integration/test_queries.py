@@ -23,8 +23,6 @@ from tests.sql_plans import numbered
 NOT_STATEMENTS = {"NOTIFY_CHANNEL", "COMMIT", "PIN_ORDER", "UNPIN_ORDER", "PIN_PLAN", "UNPIN_PLAN",
                   "PIN_INDEX", "UNPIN_INDEX",
                   "TASK_COLUMNS", "JOB_COLUMNS", "LISTED_RUN_COLUMNS"}
-# COPY is no statement PREPARE takes: each copies no row instead (below).
-COPIES = {"COPY_TASKS", "COPY_TASK_EDGES"}
 # A statement with a ``{where}`` of its clauses: prepared with all of them.
 CLAUSES = {"LIST_JOBS": "LIST_JOBS_WHERE", "LIST_RUNS": "LIST_RUNS_WHERE",
            "LIST_JOB_RUNS": "LIST_JOB_RUNS_WHERE", "READ_JOURNAL": "READ_JOURNAL_WHERE"}
@@ -34,7 +32,7 @@ def statements() -> Iterator[tuple[str, str]]:
     """``(name, SQL)`` of every statement, ``text()`` ones rendered with psycopg's style."""
     dialect = create_engine("postgresql+psycopg://").dialect  # no connection is made
     for name, value in sorted(vars(queries).items()):
-        if not name.isupper() or name in NOT_STATEMENTS | COPIES | set(CLAUSES.values()):
+        if not name.isupper() or name in NOT_STATEMENTS | set(CLAUSES.values()):
             continue
         if isinstance(value, TextClause):
             yield name, str(value.compile(dialect=dialect))
@@ -55,22 +53,6 @@ def test_the_statement_prepares_against_the_schema(database_url: str, name: str,
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute(f"PREPARE checked AS {numbered(sql)}".encode())
         conn.execute("DEALLOCATE checked")
-
-
-@pytest.mark.parametrize("name", sorted(COPIES))
-def test_the_copy_names_columns_that_exist(database_url: str, name: str) -> None:
-    """An empty ``COPY`` still resolves its table and columns (rolled back: nothing kept)."""
-    with psycopg.connect(database_url) as conn, conn.cursor() as cursor:
-        with cursor.copy(getattr(queries, name)):
-            pass
-        conn.rollback()
-
-
-def test_a_copy_naming_a_missing_column_is_refused(database_url: str) -> None:
-    with psycopg.connect(database_url) as conn, conn.cursor() as cursor, pytest.raises(
-        psycopg.errors.UndefinedColumn
-    ), cursor.copy("COPY tasks (no_such_column) FROM STDIN"):
-        pass
 
 
 def test_a_statement_naming_a_missing_column_is_refused(database_url: str) -> None:
