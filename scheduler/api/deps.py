@@ -96,7 +96,12 @@ async def get_principal(request: Request) -> Principal:
     thread and back (about a third of a millisecond of CPU each, measured). Only an API
     token's lookup goes to a thread. Every request solves it: it depends on as little as
     it can (each dependency FastAPI solves costs some 15-30 µs of CPU): the request.
+    Solved once, it is kept on the request: the scope check and a job's name lookup
+    take it from there rather than as dependencies of their own.
     """
+    known: Principal | None = getattr(request.state, "principal", None)
+    if known is not None:
+        return known
     scheme, token = get_authorization_scheme_param(request.headers.get("authorization"))
     if scheme.lower() != "bearer" or not token:
         raise Unauthorized("missing bearer token: send 'Authorization: Bearer <token>'")
@@ -106,21 +111,22 @@ async def get_principal(request: Request) -> Principal:
         resources, lambda session: authenticator.api_token(session, token, resources.clock()))
     if principal is None:
         raise Unauthorized("invalid bearer token (unknown, deleted or expired)")
+    request.state.principal = principal
     return principal
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
 
 
-def scope(*any_of: Scope) -> Callable[[Principal], Awaitable[None]]:
+def scope(*any_of: Scope) -> Callable[[Request], Awaitable[None]]:
     """A route dependency: 403 naming the scope unless the caller has one of ``any_of``.
 
     Used as ``dependencies=[Depends(scope("job"))]`` on every route, so that a route's
     decorator says what it needs; the principal is resolved once per request.
     """
 
-    async def check(principal: PrincipalDep) -> None:
-        require_scope(principal, any_of)
+    async def check(request: Request) -> None:
+        require_scope(await get_principal(request), any_of)
 
     check.required_scopes = any_of  # type: ignore[attr-defined]  # read by the route audit
     return check
@@ -142,14 +148,15 @@ async def job_ref(
     job_id: Annotated[str, Path(
         min_length=1, max_length=200, description="The job's id, or its name in its tenant.",
     )],
-    resources: ResourcesDep, principal: PrincipalDep,
+    request: Request,
 ) -> UUID:
     """The id of the job the path names by id or by name (issue 17); a name is looked up."""
     try:
         return UUID(job_id)
     except ValueError:
+        tenant = (await get_principal(request)).tenant
         return await in_session(
-            resources, lambda session: job_id_of(session, job_id, principal.tenant))
+            resources_of(request), lambda session: job_id_of(session, job_id, tenant))
 
 
 JobIdDep = Annotated[UUID, Depends(job_ref)]

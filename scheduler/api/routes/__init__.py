@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from fastapi import APIRouter, Depends, params
+from fastapi import APIRouter, Depends, Request, params
 from fastapi.routing import APIRoute
 
 from scheduler.api.deps import bearer_scheme, get_principal
@@ -61,13 +61,21 @@ def api_router() -> APIRouter:
     router = APIRouter()
     for module in (health, callbacks):
         _add_routes(router, module.router)
-    # Authenticated first, then input PostgreSQL cannot store is refused (422).
-    protected = [Depends(bearer_scheme), Depends(get_principal), Depends(refuse_unstorable)]
+    protected = [Depends(bearer_scheme), Depends(_authenticated_and_storable)]
     for module in (jobs, runs, processors, schedules, tokens, metrics, subscriptions, events,
                    postback, worker_types, retention, limits, workers,
                    whoami, job_specs):  # the last two: the web UI's helpers
         _add_routes(router, module.router, dependencies=protected, responses=_PROBLEMS)
     return router
+
+
+async def _authenticated_and_storable(request: Request) -> None:
+    """401 without a valid token, then 422 for input PostgreSQL cannot store.
+
+    One dependency for both: FastAPI solves each dependency of each route anew.
+    """
+    await get_principal(request)
+    await refuse_unstorable(request)
 
 
 def _add_routes(
