@@ -14,7 +14,6 @@ from pydantic import ValidationError
 from sqlalchemy.orm import Session
 
 from common.domain.states import RunState
-from scheduler.api.auth import Principal
 from scheduler.api.deps import (
     JobIdDep,
     NowDep,
@@ -54,7 +53,6 @@ from scheduler.services.job_queries import (
 )
 from scheduler.services.job_update import update_job
 from scheduler.services.jobs import create_job
-from scheduler.services.limits import Limits
 from scheduler.services.pages import CURSOR_PATTERN
 from scheduler.services.run_lists import run_grid
 from scheduler.services.run_queries import get_run, list_runs
@@ -104,27 +102,25 @@ async def job_filter(
     "description": "The tenant has a job of this name; `detail` names it. Nothing was changed.",
 }}, dependencies=[Depends(require_json), Depends(scope("job"))])
 async def create(
-    spec: JobCreate, session: SessionDep, resources: ResourcesDep, now: NowDep,
-    principal: PrincipalDep, *, limits: LimitsDep,
+    spec: JobCreate, resources: ResourcesDep, now: NowDep, principal: PrincipalDep, *,
+    limits: LimitsDep,
 ) -> Response:
     """Create a job; a one-off job gets its run at once (its id is ``run_id``)."""
-    # One hop to a request thread for the writes, the answer's JSON written here: as a
-    # sync route it hopped twice (the route, then FastAPI's check of what it returned).
-    job = await run_in_threadpool(
-        lambda: _create(spec, session, resources, now, principal=principal, limits=limits))
+    # One hop to a request thread for the session and the writes, the answer's JSON
+    # written here: as a sync route with a session dependency it hopped twice (the route,
+    # then FastAPI's check of what it returned), and its session's close was a third step.
+    check_params_sizes(spec, limits.max_params_bytes)
+    spec = spec.model_copy(update={"tenant": tenant_of_new_job(principal, spec.tenant)})
+    job = await run_in_threadpool(lambda: _create(spec, resources, now))
     return Response(job.model_dump_json(by_alias=True), status_code=201,
                     media_type="application/json")
 
 
-def _create(
-    spec: JobCreate, session: Session, resources: Resources, now: datetime,
-    *, principal: Principal, limits: Limits,
-) -> JobPublic:
-    check_params_sizes(spec, limits.max_params_bytes)
-    spec = spec.model_copy(update={"tenant": tenant_of_new_job(principal, spec.tenant)})
-    check_job(session, resources.egress, spec)
-    created = create_job(session, spec, now, resources.secrets)
-    detail = _shown_and_committed(session, lambda: read_job(session, created.job_id))
+def _create(spec: JobCreate, resources: Resources, now: datetime) -> JobPublic:
+    with resources.sessions() as session:
+        check_job(session, resources.egress, spec)
+        created = create_job(session, spec, now, resources.secrets)
+        detail = _shown_and_committed(session, lambda: read_job(session, created.job_id))
     resources.relay_now(created.outbox_ids)
     return JobPublic.of_detail(detail, resources.served_types())
 
