@@ -312,49 +312,53 @@ PRUNE_FIRES = text(
 
 # ---- A job's rows as they are written: scheduler.services.jobs, .job_update ----
 
-# A new job's row and its storage's, one statement: through the ORM's unit of work the
-# two rows cost a create 0.8 ms of the API's CPU. The columns are ``JOB_COLUMNS``', then
-# the storage's data and time, then the tenant and name again. Unless the tenant has a
-# job of that name: then nothing is written, ``created`` is NULL and ``holder`` that
-# job's id (NULL too when the holder committed while this statement waited on it: its
-# snapshot is older). The name is checked by the insert, not by a read before it, which
-# cost a round trip and let two creates of one name race to a unique violation (a 500).
+# A new job's rows, one statement: its own, its storage's, its tasks' and its edges'.
+# Through the ORM's unit of work the job's two rows cost a create 0.8 ms of the API's
+# CPU; each statement more is a round trip more. The parameters: ``JOB_COLUMNS``', the
+# storage's data and time, one array a column of ``CREATED_TASK_COLUMNS`` (the job's
+# tasks), the edges' two arrays (from, to), then the tenant and name again. Unless the
+# tenant has a job of that name: then nothing is written (the other rows join the job's
+# insert, which gave none), ``created`` is NULL and ``holder`` that job's id (NULL too
+# when the holder committed while this statement waited on it: its snapshot is older).
+# The name is checked by the insert, not by a read before it, which cost a round trip
+# and let two creates of one name race to a unique violation (a 500).
+#
+# Tasks and edges go as one array literal a column (``common.persistence.arrays``, JSON
+# as its text), whatever their number: a list of rows given to the ORM went to psycopg's
+# ``executemany``, one INSERT a row (30,000 statements and a second for a 10,000-task
+# fan-out); multi-row VALUES cost more still (psycopg parses every placeholder); ``COPY``
+# was as fast for 10,000 tasks, but cost a create of a few tasks four round trips more.
 JOB_COLUMNS = (
     "id", "name", "description", "application", "type", "tenant", "owner", "labels",
     "priority", "params", "secure_params", "sealed_webservice_headers", "spec", "schedule",
     "draft", "enabled", "version", "next_fire_at", "max_active_runs", "created_at",
     "updated_at",
 )
+CREATED_TASK_COLUMNS = (
+    "id", "position", "name", "type", "params", "secure_params", "timeout_s", "retries",
+    "retry_backoff_s", "confirm", "priority", "binding", "flow",
+)
+_TASK_ARRAYS = (
+    "%b::uuid[], %b::int[], %b::text[], %b::text[], %b::text[], %b::text[], %b::float8[], "
+    "%b::int[], %b::float8[], %b::bool[], %b::int[], %b::text[], %b::text[]"
+)
 INSERT_JOB = (
     f"WITH job AS (INSERT INTO jobs ({', '.join(JOB_COLUMNS)}) "
     f"VALUES ({', '.join(['%s'] * len(JOB_COLUMNS))}) "
     "ON CONFLICT (tenant, name) DO NOTHING RETURNING id), "
     "storage AS (INSERT INTO job_storage (job_id, data, updated_at) "
-    "  SELECT id, %s, %s FROM job) "
+    "  SELECT id, %s, %s FROM job), "
+    f"tasks AS (INSERT INTO tasks (job_id, {', '.join(CREATED_TASK_COLUMNS)}) "
+    "  SELECT job.id, t.id, t.position, t.name, t.type, t.params::jsonb, t.secure_params, "
+    "  t.timeout_s, t.retries, t.retry_backoff_s, t.confirm, t.priority, t.binding::jsonb, "
+    f"  t.flow::jsonb FROM job, unnest({_TASK_ARRAYS}) "
+    f"  AS t({', '.join(CREATED_TASK_COLUMNS)})), "
+    "edges AS (INSERT INTO task_edges (job_id, from_task, to_task) "
+    "  SELECT job.id, e.f, e.t FROM job, unnest(%b::uuid[], %b::uuid[]) AS e(f, t)) "
     "SELECT (SELECT id FROM job) AS created, "
     "  (SELECT id FROM jobs WHERE tenant = %s AND name = %s) AS holder"
 )
-
-
-# A job's tasks and edges, one statement each whatever their number: a list of rows given
-# to the ORM went to psycopg's ``executemany``, one INSERT a row (30,000 statements and a
-# second for a 10,000-task fan-out); multi-row VALUES cost more still (psycopg parses
-# every placeholder). ``COPY`` was as fast for 10,000 tasks, but a create of a few tasks
-# paid its two round trips twice (a tenth of the API's CPU a create, and of PostgreSQL's).
-# One array literal a column (``common.persistence.arrays``), JSON as text.
-TASK_COLUMNS = (
-    "id", "job_id", "position", "name", "type", "params", "secure_params", "timeout_s",
-    "retries", "retry_backoff_s", "confirm", "priority", "binding", "flow",
-)
-INSERT_TASKS = (
-    f"INSERT INTO tasks ({', '.join(TASK_COLUMNS)}) "
-    "SELECT id, job_id, position, name, type, params::jsonb, secure_params, timeout_s, "
-    "retries, retry_backoff_s, confirm, priority, binding::jsonb, flow::jsonb "
-    "FROM unnest(%b::uuid[], %b::uuid[], %b::int[], %b::text[], %b::text[], %b::text[], "
-    "%b::text[], %b::float8[], %b::int[], %b::float8[], %b::bool[], %b::int[], %b::text[], "
-    "%b::text[]) AS t(id, job_id, position, name, type, params, secure_params, timeout_s, "
-    "retries, retry_backoff_s, confirm, priority, binding, flow)"
-)
+# A job's edges anew (a ``PUT`` that changes its tasks), as above.
 INSERT_TASK_EDGES = (
     "INSERT INTO task_edges (job_id, from_task, to_task) "
     "SELECT %b::uuid, f, t FROM unnest(%b::uuid[], %b::uuid[]) AS e(f, t)"

@@ -19,11 +19,10 @@ from common.persistence.db import driver
 from common.persistence.json_text import json_text
 from common.persistence.models import Job
 from common.persistence.queries import (
+    CREATED_TASK_COLUMNS,
     INSERT_JOB,
     INSERT_TASK_EDGES,
-    INSERT_TASKS,
     JOB_COLUMNS,
-    TASK_COLUMNS,
 )
 from common.secure_params import NoSecretKey, SecretBox
 from scheduler.services.errors import InvalidInput
@@ -70,8 +69,7 @@ def create_job(
     # Before the row is written: the object is no Session's (the row goes in as plain
     # SQL), so what ``go_live`` would set on it later would not be kept.
     job.next_fire_at = next_fire_at(job, now)
-    _insert_job(session, job, spec.storage)
-    _insert_tasks(session, job.id, spec, secrets)
+    _insert_job(session, job, spec, secrets)
     live = LiveJob(None, []) if spec.draft else go_live(session, job, now)
     state = job_state(job, RunState.READY if live.run_id else None)
     event = job_event(
@@ -95,11 +93,15 @@ def _job_row(spec: JobSpec, now: datetime, secrets: SecretBox) -> Job:
     )
 
 
-def _insert_job(session: Session, job: Job, storage: dict[str, Any]) -> None:
-    """The job's row and its storage's; :class:`Conflict` if its tenant has the name."""
+def _insert_job(session: Session, job: Job, spec: JobSpec, secrets: SecretBox) -> None:
+    """The job's rows, its tasks' and edges'; :class:`Conflict` if its tenant has the name."""
+    ids = {task.name: uuid4() for task in spec.tasks}
     values = [_copied(column, getattr(job, column), _JOB_JSON_COLUMNS) for column in JOB_COLUMNS]
-    row = driver(session).execute(
-        INSERT_JOB, (*values, Jsonb(storage), job.updated_at, job.tenant, job.name)).fetchone()
+    tasks = _task_columns(_task_rows(session, job.id, spec, secrets, ids))
+    row = driver(session).execute(INSERT_JOB, (
+        *values, Jsonb(spec.storage), job.updated_at, *literals(tasks),
+        *literals(_edge_columns(spec, ids)), job.tenant, job.name,
+    )).fetchone()
     assert row is not None
     created, holder = row
     if created is None:
@@ -122,24 +124,22 @@ def webservice_headers(spec: JobSpec, secrets: SecretBox) -> str | None:
     return secret_text(headers, secrets, ("body", "webservice", "headers"))
 
 
-def _insert_tasks(session: Session, job_id: UUID, spec: JobSpec, secrets: SecretBox) -> None:
-    ids = {task.name: uuid4() for task in spec.tasks}
+def _task_rows(
+    session: Session, job_id: UUID, spec: JobSpec, secrets: SecretBox, ids: Mapping[str, UUID],
+) -> list[dict[str, Any]]:
     bound = bind_tasks(session, spec, secrets)
     flows = FlowColumns(spec)
-    rows = [
+    return [
         task_row(task, ids[task.name], job_id, position, spec, secrets=secrets,
                  bound=bound.get(task.name), flows=flows)
         for position, task in enumerate(spec.tasks)
     ]
-    session.flush()
-    driver(session).execute(INSERT_TASKS, literals(_task_columns(rows)))
-    insert_edges(session, job_id, spec, ids)
 
 
 def _task_columns(rows: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
-    """The task rows as columns, for :data:`INSERT_TASKS`; JSON as its text.
+    """The task rows as ``CREATED_TASK_COLUMNS``' arrays for :data:`INSERT_JOB`.
 
-    A ``flow`` shared by rows (:class:`FlowColumns`) is dumped once.
+    JSON as its text; a ``flow`` shared by rows (:class:`FlowColumns`) is dumped once.
     """
     dumped: dict[int, str | None] = {}
 
@@ -151,16 +151,26 @@ def _task_columns(rows: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
         return dumped[id(value)]
 
     return [[text(row[c]) for row in rows] if c in _JSON_COLUMNS else [row[c] for row in rows]
-            for c in TASK_COLUMNS]
+            for c in CREATED_TASK_COLUMNS]
 
 
 def insert_edges(session: Session, job_id: UUID, spec: JobSpec, ids: Mapping[str, UUID]) -> None:
     """The job's edges, each task to the tasks of its ``next`` (once each)."""
-    edges = [(ids[task.name], ids[successor])
-             for task in spec.tasks for successor in dict.fromkeys(task.next)]
-    if edges:
+    edges = _edge_columns(spec, ids)
+    if edges[0]:
         session.flush()
-        driver(session).execute(INSERT_TASK_EDGES, (job_id, *literals(zip(*edges, strict=True))))
+        driver(session).execute(INSERT_TASK_EDGES, (job_id, *literals(edges)))
+
+
+def _edge_columns(spec: JobSpec, ids: Mapping[str, UUID]) -> tuple[list[UUID], list[UUID]]:
+    """The edges' tasks from and to, each task to the tasks of its ``next`` (once each)."""
+    froms: list[UUID] = []
+    tos: list[UUID] = []
+    for task in spec.tasks:
+        for successor in dict.fromkeys(task.next):
+            froms.append(ids[task.name])
+            tos.append(ids[successor])
+    return froms, tos
 
 
 def _copied(column: str, value: Any, json_columns: frozenset[str]) -> Any:

@@ -22,7 +22,7 @@ from tests.sql_plans import numbered
 # A channel name, and commands that PREPARE does not take.
 NOT_STATEMENTS = {"NOTIFY_CHANNEL", "COMMIT", "PIN_ORDER", "UNPIN_ORDER", "PIN_PLAN", "UNPIN_PLAN",
                   "PIN_INDEX", "UNPIN_INDEX",
-                  "TASK_COLUMNS", "JOB_COLUMNS", "LISTED_RUN_COLUMNS"}
+                  "CREATED_TASK_COLUMNS", "_TASK_ARRAYS", "JOB_COLUMNS", "LISTED_RUN_COLUMNS"}
 # A statement with a ``{where}`` of its clauses: prepared with all of them.
 CLAUSES = {"LIST_JOBS": "LIST_JOBS_WHERE", "LIST_RUNS": "LIST_RUNS_WHERE",
            "LIST_JOB_RUNS": "LIST_JOB_RUNS_WHERE", "READ_JOURNAL": "READ_JOURNAL_WHERE"}
