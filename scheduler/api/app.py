@@ -42,11 +42,13 @@ def api_base(path_prefix: str) -> str:
 # (200 clients creating, reading, listing): 16 threads, 180-187 requests/s and a read's
 # p99 386-732 ms; 4 threads, 212-232 requests/s and 15 ms. More cores: ``--workers``.
 REQUEST_THREADS = 4
-# Requests admitted at once (``Admission``): one fewer than the threads, which leaves one
-# for the API-token lookups of the reads the event loop answers. With creates hopping to
-# a thread once, 4 admitted let them take the loop's time from the reads: a read's p99
-# 317-345 ms in that mix (two processes), against 72-106 ms with 3, at the same rate.
-ADMITTED_REQUESTS = 3
+# Requests admitted at once (``Admission``): fewer than the threads, which leaves some
+# for the API-token lookups of the reads the event loop answers. The machine's CPU is
+# shared whatever the number; where the queue forms is what it decides. As creates got
+# cheaper, more admitted let them take the loop's time from the reads: in that mix (two
+# processes) a read's p99 was 317-345 ms with 4 admitted, 92-203 with 3, 12-13 with 2,
+# at 1,150-1,260 requests/s with 2 or 3 (bench/README.md, 2026-11-29).
+ADMITTED_REQUESTS = 2
 
 
 def create_app(settings: Settings, *, clock: Clock = utcnow) -> FastAPI:
