@@ -16,7 +16,6 @@ from uuid import UUID
 
 from fastapi import Depends, Path, Request
 from fastapi.concurrency import run_in_threadpool
-from fastapi.security import HTTPBearer
 from fastapi.security.utils import get_authorization_scheme_param
 from sqlalchemy.orm import Session
 
@@ -27,12 +26,6 @@ from scheduler.services.access import Scope, require_scope
 from scheduler.services.job_names import job_id_of
 
 T = TypeVar("T")
-
-# Documents the scheme in OpenAPI, as a dependency of the routes that need a token. It
-# only reads the header, as ``get_principal`` does again; errors are raised there, so
-# that they come out as problem+json like all others.
-bearer_scheme = HTTPBearer(auto_error=False, description="The admin token or an API token.")
-
 
 def resources_of(request: Request) -> Resources:
     """The resources the app's lifespan opened."""

@@ -38,6 +38,12 @@ _EVENT_STREAM_SCHEMA = {
     "`Last-Event-ID` to resume) and `data:` (the event as JSON, as webhooks get it).",
 }
 _NARROWED = ("pattern", "enum", "const")
+# The bearer token, as FastAPI's ``HTTPBearer`` would document it. Not a dependency of
+# the routes (each dependency costs every request a solve): the routes that need a token
+# say so in their ``openapi_extra`` (:func:`bearer_required`).
+BEARER = "HTTPBearer"
+_BEARER_SCHEME = {"type": "http", "description": "The admin token or an API token.",
+                  "scheme": "bearer"}
 # Formats whose values cannot hold a NUL (``password``, for one, can).
 _NUL_FREE_FORMATS = frozenset({"uuid", "date-time", "date", "time", "duration", "uri", "email"})
 STORABLE_JSON = "StorableJson"
@@ -66,10 +72,17 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
             _event_stream(operation)
             _problems_only(operation)
         _forbid_nul(document)
-        schemas = document.setdefault("components", {}).setdefault("schemas", {})
-        schemas[STORABLE_JSON] = copy.deepcopy(_STORABLE_JSON_SCHEMA)
+        components = document.setdefault("components", {})
+        components.setdefault("schemas", {})[STORABLE_JSON] = copy.deepcopy(
+            _STORABLE_JSON_SCHEMA)
+        components["securitySchemes"] = {BEARER: dict(_BEARER_SCHEME)}
         app.openapi_schema = document
     return app.openapi_schema
+
+
+def bearer_required(extra: dict[str, Any] | None) -> dict[str, Any]:
+    """A route's ``openapi_extra`` that says it needs the bearer token."""
+    return {**(extra or {}), "security": [{BEARER: []}]}
 
 
 def _operations(document: dict[str, Any]) -> Iterator[dict[str, Any]]:

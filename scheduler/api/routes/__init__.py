@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
-from fastapi import APIRouter, Depends, Request, params
+from fastapi import APIRouter, Depends, Request
 from fastapi.routing import APIRoute
 
-from scheduler.api.deps import bearer_scheme, get_principal
+from scheduler.api.deps import get_principal
 from scheduler.api.errors import PROBLEM_JSON
+from scheduler.api.openapi import bearer_required
 from scheduler.api.payload import refuse_unstorable
 from scheduler.api.routes import (
     callbacks,
@@ -61,11 +59,10 @@ def api_router() -> APIRouter:
     router = APIRouter()
     for module in (health, callbacks):
         _add_routes(router, module.router)
-    protected = [Depends(bearer_scheme), Depends(_authenticated_and_storable)]
     for module in (jobs, runs, processors, schedules, tokens, metrics, subscriptions, events,
                    postback, worker_types, retention, limits, workers,
                    whoami, job_specs):  # the last two: the web UI's helpers
-        _add_routes(router, module.router, dependencies=protected, responses=_PROBLEMS)
+        _add_routes(router, module.router, protected=True)
     return router
 
 
@@ -78,17 +75,21 @@ async def _authenticated_and_storable(request: Request) -> None:
     await refuse_unstorable(request)
 
 
-def _add_routes(
-    router: APIRouter, source: APIRouter, *, dependencies: Sequence[params.Depends] = (),
-    responses: dict[int | str, dict[str, Any]] | None = None,
-) -> None:
-    """``source``'s routes added to ``router``, as ``include_router`` would present them."""
+def _add_routes(router: APIRouter, source: APIRouter, *, protected: bool = False) -> None:
+    """``source``'s routes added to ``router``, as ``include_router`` would present them.
+
+    ``protected``: they need a bearer token (401, documented in OpenAPI) and refuse
+    input PostgreSQL cannot store (422).
+    """
+    dependencies = [Depends(_authenticated_and_storable)] if protected else []
+    responses = _PROBLEMS if protected else {}
     for route in source.routes:
         assert isinstance(route, APIRoute), f"{route!r}: only API routes are added"
+        extra = bearer_required(route.openapi_extra) if protected else route.openapi_extra
         router.add_api_route(
             route.path, route.endpoint, methods=sorted(route.methods or ()),
             dependencies=[*dependencies, *route.dependencies],
-            responses={**(responses or {}), **route.responses},
+            responses={**responses, **route.responses},
             response_model=route.response_model, status_code=route.status_code,
             tags=route.tags, summary=route.summary, description=route.description,
             response_description=route.response_description, deprecated=route.deprecated,
@@ -100,6 +101,6 @@ def _add_routes(
             response_model_exclude_defaults=route.response_model_exclude_defaults,
             response_model_exclude_none=route.response_model_exclude_none,
             include_in_schema=route.include_in_schema, response_class=route.response_class,
-            callbacks=route.callbacks, openapi_extra=route.openapi_extra,
+            callbacks=route.callbacks, openapi_extra=extra,
             generate_unique_id_function=route.generate_unique_id_function,
         )
