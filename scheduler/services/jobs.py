@@ -37,8 +37,9 @@ from scheduler.services.task_binding import BoundTask, bind_tasks
 # (``webservice`` is kept without its header values, see ``spec_column``).
 SPEC_COLUMN_EXCLUDE = frozenset({"tasks", "secure_params", "storage", "webservice"})
 
-# The ``tasks`` and ``jobs`` columns that hold JSON (psycopg needs them wrapped).
-_JSON_COLUMNS = frozenset({"params", "binding", "flow"})
+# The ``tasks`` columns that hold JSON (sent as its text, cast by ``INSERT_JOB``) and the
+# ``jobs`` ones (psycopg needs them wrapped).
+_TASK_JSON_COLUMNS = frozenset({"params", "binding", "flow"})
 _JOB_JSON_COLUMNS = frozenset({"labels", "params", "spec", "schedule"})
 
 
@@ -96,7 +97,7 @@ def _job_row(spec: JobSpec, now: datetime, secrets: SecretBox) -> Job:
 def _insert_job(session: Session, job: Job, spec: JobSpec, secrets: SecretBox) -> None:
     """The job's rows, its tasks' and edges'; :class:`Conflict` if its tenant has the name."""
     ids = {task.name: uuid4() for task in spec.tasks}
-    values = [_copied(column, getattr(job, column), _JOB_JSON_COLUMNS) for column in JOB_COLUMNS]
+    values = [_job_value(column, getattr(job, column)) for column in JOB_COLUMNS]
     tasks = _task_columns(_task_rows(session, job.id, spec, secrets, ids))
     row = driver(session).execute(INSERT_JOB, (
         *values, Jsonb(spec.storage), job.updated_at, *literals(tasks),
@@ -150,7 +151,7 @@ def _task_columns(rows: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
             dumped[id(value)] = json_text(value)
         return dumped[id(value)]
 
-    return [[text(row[c]) for row in rows] if c in _JSON_COLUMNS else [row[c] for row in rows]
+    return [[text(row[c]) for row in rows] if c in _TASK_JSON_COLUMNS else [row[c] for row in rows]
             for c in CREATED_TASK_COLUMNS]
 
 
@@ -173,9 +174,9 @@ def _edge_columns(spec: JobSpec, ids: Mapping[str, UUID]) -> tuple[list[UUID], l
     return froms, tos
 
 
-def _copied(column: str, value: Any, json_columns: frozenset[str]) -> Any:
+def _job_value(column: str, value: Any) -> Any:
     """A ``jobs`` value as ``INSERT_JOB`` takes it: a JSON column's value wrapped as such."""
-    return Jsonb(value) if column in json_columns and value is not None else value
+    return Jsonb(value) if column in _JOB_JSON_COLUMNS and value is not None else value
 
 
 def task_row(
