@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 from fastapi import APIRouter, Depends, Request
 from fastapi.routing import APIRoute
 
@@ -79,28 +81,31 @@ def _add_routes(router: APIRouter, source: APIRouter, *, protected: bool = False
     """``source``'s routes added to ``router``, as ``include_router`` would present them.
 
     ``protected``: they need a bearer token (401, documented in OpenAPI) and refuse
-    input PostgreSQL cannot store (422).
+    input PostgreSQL cannot store (422). Every setting ``add_api_route`` takes is copied
+    from the route's attribute of that name (:data:`_NOT_COPIED` aside), so that one a
+    later FastAPI adds is not dropped without a word.
     """
     dependencies = [Depends(_authenticated_and_storable)] if protected else []
     responses = _PROBLEMS if protected else {}
     for route in source.routes:
         assert isinstance(route, APIRoute), f"{route!r}: only API routes are added"
-        extra = bearer_required(route.openapi_extra) if protected else route.openapi_extra
-        router.add_api_route(
-            route.path, route.endpoint, methods=sorted(route.methods or ()),
+        settings = {name: getattr(route, name) for name in _route_settings()}
+        settings.update(
+            methods=sorted(route.methods or ()),
             dependencies=[*dependencies, *route.dependencies],
             responses={**responses, **route.responses},
-            response_model=route.response_model, status_code=route.status_code,
-            tags=route.tags, summary=route.summary, description=route.description,
-            response_description=route.response_description, deprecated=route.deprecated,
-            operation_id=route.operation_id, name=route.name,
-            response_model_include=route.response_model_include,
-            response_model_exclude=route.response_model_exclude,
-            response_model_by_alias=route.response_model_by_alias,
-            response_model_exclude_unset=route.response_model_exclude_unset,
-            response_model_exclude_defaults=route.response_model_exclude_defaults,
-            response_model_exclude_none=route.response_model_exclude_none,
-            include_in_schema=route.include_in_schema, response_class=route.response_class,
-            callbacks=route.callbacks, openapi_extra=extra,
-            generate_unique_id_function=route.generate_unique_id_function,
+            openapi_extra=(bearer_required(route.openapi_extra) if protected
+                           else route.openapi_extra),
         )
+        router.add_api_route(**settings)
+
+
+# ``add_api_route``'s parameters that are no route attribute: the route is made by the
+# router's own route class.
+_NOT_COPIED = frozenset({"self", "route_class_override"})
+
+
+def _route_settings() -> list[str]:
+    """The parameters of ``APIRouter.add_api_route`` a route keeps as attributes."""
+    return [name for name in inspect.signature(APIRouter.add_api_route).parameters
+            if name not in _NOT_COPIED]
