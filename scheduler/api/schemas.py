@@ -90,11 +90,6 @@ class JobSummaryPublic(Public):
     created_at: datetime
     updated_at: datetime
 
-    @classmethod
-    def of(cls, summary: JobSummary) -> JobSummaryPublic:
-        """From a service summary."""
-        return cls.model_validate(_summary_fields(summary))
-
 
 class WebServicePublic(Public):
     """A job's ``webservice`` settings; ``headers`` lists the names of its headers only."""
@@ -160,11 +155,6 @@ class JobsPublic(Public):
 
     data: list[JobSummaryPublic]
     next_cursor: str | None
-
-    @classmethod
-    def of(cls, page: Page[JobSummary]) -> JobsPublic:
-        """From a service page."""
-        return cls(data=[JobSummaryPublic.of(s) for s in page.items], next_cursor=page.next_cursor)
 
 
 class TaskRunPublic(Public):

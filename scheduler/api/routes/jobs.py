@@ -24,6 +24,7 @@ from scheduler.api.deps import (
     scope,
 )
 from scheduler.api.errors import PROBLEM_JSON
+from scheduler.api.job_lists import jobs_json
 from scheduler.api.limits import LimitsDep, check_params_sizes
 from scheduler.api.resources import Resources
 from scheduler.api.schemas import (
@@ -132,8 +133,7 @@ async def list_(
 ) -> Response:
     """Jobs, newest first, one page at a time."""
     page = await resources.read(lambda conn: list_jobs(conn, filters, limit, cursor))
-    return Response(JobsPublic.of(page).model_dump_json(by_alias=True),
-                    media_type="application/json")
+    return Response(jobs_json(page), media_type="application/json")
 
 
 @router.get("/{job_id}", response_model=JobPublic, dependencies=[Depends(scope("job.read"))])
