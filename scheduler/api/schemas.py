@@ -17,9 +17,7 @@ from common.domain.patch import JobPatch
 from common.domain.spec import JobSpec, Schedule, TaskDefaults
 from common.persistence.models import Job, JournalEntry, TaskLog
 from scheduler.services.job_queries import JobDetail, JobSummary
-from scheduler.services.pages import Page
 from scheduler.services.processors import ProcessorView, worker_types
-from scheduler.services.run_lists import ListedRun
 from scheduler.services.run_queries import RunDetail, RunSummary
 from scheduler.services.serving import unserved_warnings, waiting_for
 
@@ -193,11 +191,6 @@ class RunSummaryPublic(Public):
     finished_at: datetime | None
     progress: dict[str, int] = Field(description="Task counts per state.")
 
-    @classmethod
-    def of(cls, summary: RunSummary) -> RunSummaryPublic:
-        """From a service summary."""
-        return cls.model_validate(_run_fields(summary))
-
 
 class RunPublic(RunSummaryPublic):
     """A run with its tasks, in the job's task order."""
@@ -224,11 +217,6 @@ class RunsPublic(Public):
 
     data: list[RunSummaryPublic]
     next_cursor: str | None
-
-    @classmethod
-    def of(cls, page: Page[RunSummary]) -> RunsPublic:
-        """From a service page."""
-        return cls(data=[RunSummaryPublic.of(s) for s in page.items], next_cursor=page.next_cursor)
 
 
 class JournalEntryPublic(Public):
@@ -430,12 +418,6 @@ class ListedRunPublic(RunSummaryPublic):
 
     job_name: str
     tenant: str
-
-    @classmethod
-    def of_listed(cls, listed: ListedRun) -> ListedRunPublic:
-        """From a service's listed run."""
-        return cls.model_validate(
-            {**_run_fields(listed.summary), "job_name": listed.job_name, "tenant": listed.tenant})
 
 
 class ListedRunsPublic(Public):

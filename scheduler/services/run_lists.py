@@ -29,7 +29,7 @@ from common.persistence.queries import (
 )
 from scheduler.services.errors import NotFound
 from scheduler.services.pages import Page, decode_time_and_id, encode_time_and_id, page_rows
-from scheduler.services.run_queries import RunSummary, listed_run
+from scheduler.services.run_queries import listed_run
 
 
 @dataclass(frozen=True)
@@ -42,22 +42,14 @@ class RunFilter:
     job_id: UUID | None = None
 
 
-@dataclass(frozen=True)
-class ListedRun:
-    """A run as the list across jobs shows it: with its job's name and tenant."""
-
-    summary: RunSummary
-    job_name: str
-    tenant: str
-
-
 async def list_all_runs(
     conn: AsyncConnection[Any], filters: RunFilter, limit: int, cursor: str | None = None,
-) -> Page[ListedRun]:
+) -> Page[dict[str, Any]]:
     """Runs of every job the filters admit, newest first, ``limit`` at a time.
 
     One statement on the API's event loop (:data:`LIST_RUNS`, the task counts with it),
-    as ``job_queries.list_jobs`` reads jobs.
+    as ``job_queries.list_jobs`` reads jobs; each row as :func:`listed_run` makes it,
+    with its job's ``job_name`` and ``tenant`` (``ListedRunPublic``'s fields).
     """
     params: dict[str, Any] = {
         "tenant": filters.tenant, "states": list(filters.states) or None,
@@ -68,14 +60,14 @@ async def list_all_runs(
         params["cursor"] = True
     rows = await page_rows(conn, LIST_RUNS, LIST_RUNS_WHERE, {**params, "limit": limit + 1})
     items = [_listed(row) for row in rows[:limit]]
-    last = items[-1].summary.run if len(rows) > limit else None
-    return Page(items, encode_time_and_id(last.created_at, last.id) if last else None)
+    last = items[-1] if len(rows) > limit else None
+    return Page(items, encode_time_and_id(last["created_at"], last["id"]) if last else None)
 
 
-def _listed(row: dict[str, Any]) -> ListedRun:
-    """A :data:`LIST_RUNS` row as a listed run (a detached run, its progress)."""
-    name, tenant = row.pop("job_name"), row.pop("job_tenant")
-    return ListedRun(listed_run(row), name, tenant)
+def _listed(row: dict[str, Any]) -> dict[str, Any]:
+    """A :data:`LIST_RUNS` row as ``GET /runs`` shows it: its job's tenant as ``tenant``."""
+    tenant = row.pop("job_tenant")
+    return {**listed_run(row), "tenant": tenant}
 
 
 @dataclass(frozen=True)

@@ -105,11 +105,12 @@ def run_detail(
 async def list_runs(
     conn: AsyncConnection[Any], job_id: UUID, tenant: str | None, limit: int,
     cursor: str | None = None, *, states: tuple[str, ...] = (),
-) -> Page[RunSummary]:
+) -> Page[dict[str, Any]]:
     """The job's runs (in one of ``states``, if given), newest first, ``limit`` at a time.
 
     :class:`NotFound` unless the job exists and belongs to ``tenant`` (None: any). One
-    statement on the API's event loop (:data:`LIST_JOB_RUNS`, the task counts with it).
+    statement on the API's event loop (:data:`LIST_JOB_RUNS`, the task counts with it);
+    its rows handed on as :func:`listed_run` makes them, for the list to show straight.
     """
     params: dict[str, Any] = {"job_id": job_id, "limit": limit + 1, "states": list(states) or None}
     if cursor is not None:
@@ -117,17 +118,19 @@ async def list_runs(
     rows = await page_rows(conn, LIST_JOB_RUNS, LIST_JOB_RUNS_WHERE, params)
     if not rows or (tenant is not None and rows[0]["job_tenant"] != tenant):
         raise NotFound("job", job_id)
-    for row in rows:
-        del row["job_tenant"]
     runs = [listed_run(row) for row in rows if row["id"] is not None]
-    next_cursor = encode_cursor([runs[limit - 1].run.number]) if len(runs) > limit else None
+    next_cursor = encode_cursor([runs[limit - 1]["number"]]) if len(runs) > limit else None
     return Page(runs[:limit], next_cursor)
 
 
-def listed_run(row: dict[str, Any]) -> RunSummary:
-    """A row of :data:`LISTED_RUN_COLUMNS` as a detached summary."""
-    counts = row.pop("counts")
-    return RunSummary(detached(Run, row), progress(Counter(counts or {})))
+def listed_run(row: dict[str, Any]) -> dict[str, Any]:
+    """A row of :data:`LISTED_RUN_COLUMNS` as the lists show it.
+
+    Its task counts become ``progress``: the row is then ``RunSummaryPublic``'s fields.
+    """
+    row.pop("job_tenant", None)
+    row["progress"] = progress(Counter(row.pop("counts") or {}))
+    return row
 
 
 async def journal(

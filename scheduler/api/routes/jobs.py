@@ -24,8 +24,8 @@ from scheduler.api.deps import (
     scope,
 )
 from scheduler.api.errors import PROBLEM_JSON
-from scheduler.api.job_lists import jobs_json
 from scheduler.api.limits import LimitsDep, check_params_sizes
+from scheduler.api.list_bodies import jobs_json, page_json
 from scheduler.api.resources import Resources
 from scheduler.api.schemas import (
     ChangePublic,
@@ -169,8 +169,7 @@ async def runs(
     """The job's runs, newest first, one page at a time."""
     page = await resources.read(lambda conn: list_runs(
         conn, job_id, principal.tenant, limit, cursor, states=tuple(state or ())))
-    return Response(RunsPublic.of(page).model_dump_json(by_alias=True),
-                    media_type="application/json")
+    return Response(page_json(page), media_type="application/json")
 
 
 _CONFLICT: dict[int | str, dict[str, Any]] = {409: {

@@ -11,11 +11,11 @@ from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 
 from scheduler.api.deps import PrincipalDep, ResourcesDep, SessionDep, scope
 from scheduler.api.errors import PROBLEM_JSON
+from scheduler.api.list_bodies import page_json
 from scheduler.api.log_follow import follow_lines
 from scheduler.api.schemas import (
     JournalEntryPublic,
     JournalPublic,
-    ListedRunPublic,
     ListedRunsPublic,
     LogsPublic,
     Problem,
@@ -61,9 +61,7 @@ async def list_(
     """Runs of every job, newest first (a tenant-bound token's tenant's only)."""
     filters = RunFilter(principal.tenant, tuple(state or ()), tuple(trigger or ()))
     page = await resources.read(lambda conn: list_all_runs(conn, filters, limit, cursor))
-    body = ListedRunsPublic(data=[ListedRunPublic.of_listed(item) for item in page.items],
-                            next_cursor=page.next_cursor)
-    return Response(body.model_dump_json(by_alias=True), media_type="application/json")
+    return Response(page_json(page), media_type="application/json")
 
 
 @router.get(

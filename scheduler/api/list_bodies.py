@@ -1,10 +1,11 @@
-"""``GET /jobs``'s body written straight from the rows of ``LIST_JOBS``, as ``JobsPublic``.
+"""The lists' bodies (``GET /jobs``, ``GET /runs``, a job's runs) written straight from rows.
 
-The server built every value itself: validating them again as ``JobsPublic`` and
-dumping that, with each row first made a detached ``Job`` and read back attribute by
-attribute, cost a page of 20 more CPU than PostgreSQL's answer (bench/README.md,
-2026-11-29). The dict below is that model's shape: a test holds it to it (each page
-written here is one that ``JobsPublic`` reads back unchanged).
+The server built every value itself: validating them again as ``JobsPublic`` (or
+``RunsPublic``) and dumping that, with each row first made a detached ``Job`` (``Run``)
+and read back attribute by attribute, cost a page of 20 more CPU than PostgreSQL's
+answer (bench/README.md, 2026-11-29). The rows are those models' shape: tests hold them
+to it (each page written here is one that its model reads back unchanged, and shows of
+each item what reading it alone shows).
 """
 
 from __future__ import annotations
@@ -19,9 +20,18 @@ from scheduler.services.pages import Page
 
 
 def jobs_json(page: Page[dict[str, Any]]) -> bytes:
-    """The page as ``JobsPublic``'s JSON (times in UTC written with ``Z``, as pydantic does)."""
-    return orjson.dumps({"data": [_listed(row) for row in page.items],
-                         "next_cursor": page.next_cursor}, option=orjson.OPT_UTC_Z)
+    """The page of ``LIST_JOBS`` rows as ``JobsPublic``'s JSON."""
+    return page_json(Page([_listed(row) for row in page.items], page.next_cursor))
+
+
+def page_json(page: Page[dict[str, Any]]) -> bytes:
+    """A page of items already in their model's shape, as JSON.
+
+    The runs' lists: their services shape them. Times in UTC are written with ``Z``, as
+    pydantic writes them.
+    """
+    return orjson.dumps({"data": page.items, "next_cursor": page.next_cursor},
+                        option=orjson.OPT_UTC_Z)
 
 
 def _listed(row: dict[str, Any]) -> dict[str, Any]:
