@@ -147,7 +147,7 @@ async def list_jobs(
 
     One statement on the API's event loop (:data:`LIST_JOBS`). Its rows are handed on
     as they are, each with its displayed ``state``: the list shows them straight
-    (``scheduler.api.job_lists``). As detached summaries, their objects built and then
+    (``scheduler.api.list_bodies``). As detached summaries, their objects built and then
     read attribute by attribute and their response validated, a page of 20 cost the API
     a third more CPU; through a Session in a request thread, 7.3 ms.
     """
