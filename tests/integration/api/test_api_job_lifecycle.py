@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
-import httpx
+import httpx2
 from fastapi.testclient import TestClient
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
@@ -34,7 +34,7 @@ def _job_row(sessions: sessionmaker[Session], job_id: str) -> Job | None:
         return session.get(Job, uuid.UUID(job_id))
 
 
-def _problem(response: httpx.Response, status: int, *words: str) -> None:
+def _problem(response: httpx2.Response, status: int, *words: str) -> None:
     assert response.status_code == status, response.text
     assert response.headers["content-type"] == "application/problem+json"
     for word in words:

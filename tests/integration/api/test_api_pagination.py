@@ -13,7 +13,9 @@ from fastapi.testclient import TestClient
 JOBS = "/api/v1/jobs"
 
 
-def _create(client: httpx.Client, application: str, jobs: str = JOBS, **fields: Any) -> str:
+def _create(
+    client: httpx.Client | TestClient, application: str, jobs: str = JOBS, **fields: Any,
+) -> str:
     body = {"name": f"listed-{uuid.uuid4().hex[:8]}", "application": application, "draft": True,
             "tasks": [{"name": "a", "type": "noop"}], **fields}
     response = client.post(jobs, json=body)
@@ -32,7 +34,7 @@ def _grown(items: list[str], size: int) -> Callable[[], bool]:
     return lambda: len(items) >= size
 
 
-def page_while_adding(client: httpx.Client, jobs: str = JOBS) -> None:
+def page_while_adding(client: httpx.Client | TestClient, jobs: str = JOBS) -> None:
     """Page through an application's jobs while another thread keeps adding some.
 
     Every page waits for at least one insert, so the pages really interleave with the

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 import uuid
 
-import httpx
+import httpx2
 from fastapi.testclient import TestClient
 
 from common.config import Settings
@@ -117,7 +117,8 @@ def test_a_name_search_pages_without_gaps(client: TestClient, job_body: JobBody)
     seen: list[str] = []
     cursor = None
     while True:
-        params = {"name": tag, "limit": 2, **({"cursor": cursor} if cursor else {})}
+        params: dict[str, str | int] = {"name": tag, "limit": 2,
+                                        **({"cursor": cursor} if cursor else {})}
         page = client.get(f"{BASE}/jobs", params=params).json()
         seen += [job["name"] for job in page["data"]]
         cursor = page["next_cursor"]
@@ -144,12 +145,9 @@ tasks:
 """
 
 
-def yaml_post(client: TestClient, text: str | bytes, token: str | None = None) -> httpx.Response:
+def yaml_post(client: TestClient, text: str | bytes, token: str | None = None) -> httpx2.Response:
     headers = {"Content-Type": "application/yaml", **(bearer(token) if token else {})}
-    # Starlette types its client against httpx2, which is not installed: its answers are Any.
-    response: httpx.Response = client.post(f"{BASE}/job-specs/yaml", content=text,
-                                           headers=headers)
-    return response
+    return client.post(f"{BASE}/job-specs/yaml", content=text, headers=headers)
 
 
 def test_a_yaml_spec_comes_back_as_json_that_post_jobs_takes(client: TestClient) -> None:
