@@ -66,8 +66,8 @@ async def list_all_runs(
 
 def _listed(row: dict[str, Any]) -> dict[str, Any]:
     """A :data:`LIST_RUNS` row as ``GET /runs`` shows it: its job's tenant as ``tenant``."""
-    tenant = row.pop("job_tenant")
-    return {**listed_run(row), "tenant": tenant}
+    row["tenant"] = row.pop("job_tenant")
+    return listed_run(row)
 
 
 @dataclass(frozen=True)

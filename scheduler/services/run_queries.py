@@ -118,6 +118,8 @@ async def list_runs(
     rows = await page_rows(conn, LIST_JOB_RUNS, LIST_JOB_RUNS_WHERE, params)
     if not rows or (tenant is not None and rows[0]["job_tenant"] != tenant):
         raise NotFound("job", job_id)
+    for row in rows:
+        del row["job_tenant"]
     runs = [listed_run(row) for row in rows if row["id"] is not None]
     next_cursor = encode_cursor([runs[limit - 1]["number"]]) if len(runs) > limit else None
     return Page(runs[:limit], next_cursor)
@@ -128,7 +130,6 @@ def listed_run(row: dict[str, Any]) -> dict[str, Any]:
 
     Its task counts become ``progress``: the row is then ``RunSummaryPublic``'s fields.
     """
-    row.pop("job_tenant", None)
     row["progress"] = progress(Counter(row.pop("counts") or {}))
     return row
 
