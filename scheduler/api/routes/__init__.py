@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+from functools import cache
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.routing import APIRoute
@@ -105,7 +106,11 @@ def _add_routes(router: APIRouter, source: APIRouter, *, protected: bool = False
 _NOT_COPIED = frozenset({"self", "route_class_override"})
 
 
-def _route_settings() -> list[str]:
-    """The parameters of ``APIRouter.add_api_route`` a route keeps as attributes."""
-    return [name for name in inspect.signature(APIRouter.add_api_route).parameters
-            if name not in _NOT_COPIED]
+@cache
+def _route_settings() -> tuple[str, ...]:
+    """The parameters of ``APIRouter.add_api_route`` a route keeps as attributes.
+
+    Read once: the signature is the installed FastAPI's, and every route asks.
+    """
+    return tuple(name for name in inspect.signature(APIRouter.add_api_route).parameters
+                 if name not in _NOT_COPIED)
